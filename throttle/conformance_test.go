@@ -1,0 +1,183 @@
+package throttle
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// The conformance table: every case runs, step by step at fixed instants,
+// against the memory store and against a real redis-server (with the same
+// explicit clock passed to the scripts), and both must give the same answers.
+
+var (
+	tenPerSec = Limit{Rate: 10, Burst: 5}                        // T = 100 ms
+	onePerSec = Limit{Rate: 1, Period: time.Second, Burst: 1}    // T = 1 s
+	threePS   = Limit{Rate: 3, Period: time.Second, Burst: 1}    // T = 333333.33 µs
+	tenBurst  = Limit{Rate: 10, Period: time.Second, Burst: 10}  // T = 100 ms
+	perMinute = Limit{Rate: 2, Period: time.Minute, Burst: 2}    // T = 30 s
+)
+
+type op int
+
+const (
+	opTake     op = iota // reserve, no bound on the wait
+	opTry                // reserve with maxWait (0 = TryAcquire)
+	opCancel             // refund reservation #ref with id "id-<ref>"
+	opCooldown           // cooldown the first bucket for d
+)
+
+type step struct {
+	at      int64 // µs after base
+	op      op
+	buckets []Bucket
+	maxWait int64
+	ref     int // opCancel: index of the step whose reservation to refund
+	d       time.Duration
+
+	granted   bool
+	wait      int64
+	remaining int
+	reset     int64
+	refunded  bool
+	next      time.Duration
+}
+
+func b(key string, l Limit, n int) []Bucket { return []Bucket{{Key: key, Limit: l, N: n}} }
+
+var conformance = []struct {
+	name  string
+	steps []step
+}{
+	{"burst then pace", []step{
+		{at: 0, op: opTry, buckets: b("k", tenPerSec, 1), granted: true, remaining: 4, reset: 100000},
+		{at: 0, op: opTry, buckets: b("k", tenPerSec, 4), granted: true, remaining: 0, reset: 500000},
+		{at: 0, op: opTry, buckets: b("k", tenPerSec, 1), granted: false, wait: 100000, remaining: 0, reset: 500000},
+		{at: 50000, op: opTry, buckets: b("k", tenPerSec, 1), granted: false, wait: 50000, remaining: 0, reset: 450000},
+		{at: 100000, op: opTry, buckets: b("k", tenPerSec, 1), granted: true, remaining: 0, reset: 500000},
+		{at: 1100000, op: opTry, buckets: b("k", tenPerSec, 2), granted: true, remaining: 3, reset: 200000},
+	}},
+	{"reservations line up in arrival order", []step{
+		{at: 0, op: opTake, buckets: b("k", tenPerSec, 5), granted: true, remaining: 0, reset: 500000},
+		{at: 0, op: opTake, buckets: b("k", tenPerSec, 1), granted: true, wait: 100000, remaining: 0, reset: 600000},
+		{at: 0, op: opTake, buckets: b("k", tenPerSec, 1), granted: true, wait: 200000, remaining: 0, reset: 700000},
+		{at: 0, op: opTry, maxWait: 250000, buckets: b("k", tenPerSec, 2), granted: false, wait: 400000, remaining: 0, reset: 700000},
+		{at: 0, op: opTry, maxWait: 300000, buckets: b("k", tenPerSec, 1), granted: true, wait: 300000, remaining: 0, reset: 800000},
+	}},
+	{"cancel of the last reservation gives its slot back", []step{
+		{at: 0, op: opTake, buckets: b("k", tenPerSec, 5), granted: true, remaining: 0, reset: 500000},
+		{at: 0, op: opTake, buckets: b("k", tenPerSec, 1), granted: true, wait: 100000, remaining: 0, reset: 600000},
+		{at: 10000, op: opCancel, ref: 1, refunded: true},
+		{at: 10000, op: opTake, buckets: b("k", tenPerSec, 1), granted: true, wait: 90000, remaining: 0, reset: 590000},
+	}},
+	{"cancel under a later reservation gives nothing back", []step{
+		{at: 0, op: opTake, buckets: b("k", tenPerSec, 5), granted: true, remaining: 0, reset: 500000},
+		{at: 0, op: opTake, buckets: b("k", tenPerSec, 1), granted: true, wait: 100000, remaining: 0, reset: 600000},
+		{at: 0, op: opTake, buckets: b("k", tenPerSec, 1), granted: true, wait: 200000, remaining: 0, reset: 700000},
+		{at: 10000, op: opCancel, ref: 1, refunded: true},
+		{at: 10000, op: opTake, buckets: b("k", tenPerSec, 1), granted: true, wait: 290000, remaining: 0, reset: 790000},
+	}},
+	{"a refund is applied at most once", []step{
+		{at: 0, op: opTake, buckets: b("k", tenPerSec, 5), granted: true, remaining: 0, reset: 500000},
+		{at: 0, op: opTake, buckets: b("k", tenPerSec, 2), granted: true, wait: 200000, remaining: 0, reset: 700000},
+		{at: 1000, op: opCancel, ref: 1, refunded: true},
+		{at: 2000, op: opCancel, ref: 1, refunded: false},
+		{at: 2000, op: opTry, buckets: b("k", tenPerSec, 1), granted: false, wait: 98000, remaining: 0, reset: 498000},
+	}},
+	{"cancel after the slot gives nothing back", []step{
+		{at: 0, op: opTake, buckets: b("k", tenPerSec, 5), granted: true, remaining: 0, reset: 500000},
+		{at: 0, op: opTake, buckets: b("k", tenPerSec, 1), granted: true, wait: 100000, remaining: 0, reset: 600000},
+		{at: 100000, op: opCancel, ref: 1, refunded: false},
+		{at: 100000, op: opTake, buckets: b("k", tenPerSec, 1), granted: true, wait: 100000, remaining: 0, reset: 600000},
+	}},
+	{"cooldown holds every caller, then resumes one token at a time", []step{
+		{at: 0, op: opCooldown, buckets: b("k", tenPerSec, 1), d: 2 * time.Second, next: 2 * time.Second},
+		{at: 0, op: opCooldown, buckets: b("k", tenPerSec, 1), d: time.Second, next: 2 * time.Second},
+		{at: 1000000, op: opTry, buckets: b("k", tenPerSec, 1), granted: false, wait: 1000000, remaining: 0, reset: 1400000},
+		{at: 2000000, op: opTry, buckets: b("k", tenPerSec, 1), granted: true, remaining: 0, reset: 500000},
+		{at: 2000000, op: opTry, buckets: b("k", tenPerSec, 1), granted: false, wait: 100000, remaining: 0, reset: 500000},
+	}},
+	{"a changed limit applies on the next call", []step{
+		{at: 0, op: opTry, buckets: b("k", tenPerSec, 5), granted: true, remaining: 0, reset: 500000},
+		{at: 0, op: opTry, buckets: b("k", tenBurst, 1), granted: true, remaining: 4, reset: 600000},
+		{at: 0, op: opTry, buckets: b("k", onePerSec, 1), granted: false, wait: 600000, remaining: 0, reset: 600000},
+	}},
+	{"several buckets: all or nothing, the longest wait", []step{
+		{at: 0, op: opTry, buckets: []Bucket{{Key: "{a}:t1", Limit: onePerSec, N: 1}, {Key: "{a}:g", Limit: tenBurst, N: 1}}, granted: true, remaining: 0, reset: 1000000},
+		{at: 0, op: opTry, buckets: []Bucket{{Key: "{a}:t1", Limit: onePerSec, N: 1}, {Key: "{a}:g", Limit: tenBurst, N: 1}}, granted: false, wait: 1000000, remaining: 0, reset: 1000000},
+		{at: 0, op: opTry, buckets: b("{a}:g", tenBurst, 1), granted: true, remaining: 8, reset: 200000},
+		{at: 0, op: opTake, buckets: []Bucket{{Key: "{a}:t1", Limit: onePerSec, N: 1}, {Key: "{a}:g", Limit: tenBurst, N: 1}}, granted: true, wait: 1000000, remaining: 0, reset: 2000000},
+		{at: 500000, op: opCancel, ref: 3, refunded: true},
+		{at: 500000, op: opTry, buckets: b("{a}:g", tenBurst, 1), granted: true, remaining: 9, reset: 100000},
+		{at: 500000, op: opTry, buckets: b("{a}:t1", onePerSec, 1), granted: false, wait: 500000, remaining: 0, reset: 500000},
+	}},
+	{"fractional interval", []step{
+		{at: 0, op: opTry, buckets: b("k", threePS, 1), granted: true, remaining: 0, reset: 333334},
+		{at: 333000, op: opTry, buckets: b("k", threePS, 1), granted: false, wait: 334, remaining: 0, reset: 334},
+		{at: 333334, op: opTry, buckets: b("k", threePS, 1), granted: true, remaining: 0, reset: 333334},
+	}},
+	{"slow limits and long idle", []step{
+		{at: 0, op: opTry, buckets: b("k", perMinute, 2), granted: true, remaining: 0, reset: 60000000},
+		{at: 0, op: opTry, buckets: b("k", perMinute, 1), granted: false, wait: 30000000, remaining: 0, reset: 60000000},
+		{at: 10 * 365 * 24 * 3600 * 1000000, op: opTry, buckets: b("k", perMinute, 1), granted: true, remaining: 1, reset: 30000000},
+	}},
+}
+
+// runConformance drives store through every case; prefix isolates cases.
+func runConformance(t *testing.T, newStore func(Clock) Store, prefix string) {
+	for ci, c := range conformance {
+		t.Run(c.name, func(t *testing.T) {
+			clock := newFakeClock()
+			store := newStore(clock)
+			pfx := fmt.Sprintf("%sc%d:", prefix, ci)
+			ctx := context.Background()
+			reqs := make([]request, len(c.steps))
+			decs := make([]decision, len(c.steps))
+			for i, s := range c.steps {
+				clock.at(s.at)
+				msg := fmt.Sprintf("step %d", i)
+				switch s.op {
+				case opTake, opTry:
+					req := request{prefix: pfx, one: s.buckets[0], maxWait: s.maxWait}
+					if len(s.buckets) > 1 {
+						req.more = s.buckets[1:]
+					}
+					if s.op == opTake {
+						req.maxWait = -1
+					}
+					d, err := store.reserve(ctx, req)
+					require.NoError(t, err, msg)
+					assert.Equal(t, s.granted, d.granted, msg+" granted")
+					assert.Equal(t, s.wait, d.wait, msg+" wait")
+					assert.Equal(t, s.remaining, d.remaining, msg+" remaining")
+					assert.Equal(t, s.reset, d.reset, msg+" reset")
+					assert.Equal(t, base.UnixMicro()+s.at, d.now, msg+" now")
+					reqs[i], decs[i] = req, d
+				case opCancel:
+					ok, err := store.refund(ctx, reqs[s.ref], decs[s.ref], fmt.Sprintf("id-%d", s.ref))
+					require.NoError(t, err, msg)
+					assert.Equal(t, s.refunded, ok, msg+" refunded")
+				case opCooldown:
+					next, err := store.cooldown(ctx, pfx, s.buckets[0], s.d)
+					require.NoError(t, err, msg)
+					assert.Equal(t, s.next, next, msg+" next")
+				}
+			}
+		})
+	}
+}
+
+func TestConformanceMemory(t *testing.T) {
+	runConformance(t, func(c Clock) Store { return NewMemoryStore(WithClock(c)) }, "")
+}
+
+func TestConformanceRedis(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	runConformance(t, func(c Clock) Store { return NewRedisStore(rdb, WithClock(c)) }, redistest.Prefix(t))
+}

@@ -1,0 +1,86 @@
+package throttle
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Limit is a token bucket: it refills at Rate tokens per Period and holds at most
+// Burst tokens. A full bucket grants Burst tokens at once; after that, one token
+// every Period/Rate.
+//
+// The zero Period means one second. Rate must be positive and finite, Burst at
+// least 1, and a bucket may not refill faster than one token per microsecond.
+type Limit struct {
+	Rate   float64       // tokens added per Period
+	Period time.Duration // 0 means time.Second
+	Burst  int           // capacity in tokens
+}
+
+// PerSecond returns a Limit of rate tokens per second with the given burst.
+func PerSecond(rate float64, burst int) Limit {
+	return Limit{Rate: rate, Period: time.Second, Burst: burst}
+}
+
+const (
+	// maxBurst bounds a bucket's capacity.
+	maxBurst = 1 << 30
+	// maxSpan bounds how far ahead, in microseconds, a bucket's state may reach
+	// (about three years): it keeps server-time arithmetic exact in float64.
+	maxSpan = 1e14
+)
+
+func (l Limit) period() time.Duration {
+	if l.Period == 0 {
+		return time.Second
+	}
+	return l.Period
+}
+
+// interval is T: microseconds per token.
+func (l Limit) interval() float64 {
+	return float64(l.period()) / float64(time.Microsecond) / l.Rate
+}
+
+// Validate reports why l cannot be used, or nil.
+func (l Limit) Validate() error {
+	switch {
+	case math.IsNaN(l.Rate) || math.IsInf(l.Rate, 0):
+		return invalidf("rate %v is not a finite number", l.Rate)
+	case l.Rate <= 0:
+		return invalidf("rate %v must be positive", l.Rate)
+	case l.Period < 0:
+		return invalidf("period %v must not be negative", l.Period)
+	case l.Burst < 1:
+		return invalidf("burst %d must be at least 1", l.Burst)
+	case l.Burst > maxBurst:
+		return invalidf("burst %d is larger than %d", l.Burst, maxBurst)
+	}
+	t := l.interval()
+	if t < 1 {
+		return invalidf("rate %v per %v is faster than one token per microsecond", l.Rate, l.period())
+	}
+	if t*float64(l.Burst) > maxSpan {
+		return invalidf("rate %v per %v with burst %d takes longer than %v to fill", l.Rate, l.period(), l.Burst, time.Duration(maxSpan)*time.Microsecond)
+	}
+	return nil
+}
+
+// check validates l and a request for n tokens from it.
+func (l Limit) check(n int) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	if n < 1 {
+		return invalidf("n %d must be at least 1", n)
+	}
+	if n > l.Burst {
+		return &InvalidError{Reason: fmt.Sprintf("n %d is larger than burst %d: it could never be granted", n, l.Burst), tooLarge: true}
+	}
+	return nil
+}
+
+func (l Limit) String() string {
+	return fmt.Sprintf("%g/%v burst %d", l.Rate, l.period(), l.Burst)
+}

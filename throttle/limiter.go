@@ -1,0 +1,264 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Limiter takes tokens from buckets kept in a Store. Most callers want Acquire,
+// which blocks until the tokens are theirs; TryAcquire never waits; Reserve
+// books tokens now and lets the caller decide when to wait. The *All forms take
+// several buckets at once, all or nothing.
+//
+// A Limiter holds no bucket state of its own and starts no goroutines; it is
+// safe for concurrent use, and cheap enough to share one per process.
+type Limiter struct {
+	store Store
+	cfg   config
+	tel   *telemetry
+	err   error // configuration error, returned by every call
+}
+
+// NewLimiter returns a Limiter over store.
+func NewLimiter(store Store, opts ...Option) *Limiter {
+	c := newConfig(opts)
+	l := &Limiter{store: store, cfg: c, tel: newTelemetry(c)}
+	if err := checkPrefix(c.prefix); err != nil {
+		l.err = err
+	} else if store == nil {
+		l.err = invalidf("NewLimiter: store is nil")
+	}
+	return l
+}
+
+// Bucket names one bucket in a multi-bucket call: N tokens from Key under Limit.
+// A zero N means 1.
+type Bucket struct {
+	Key   string
+	Limit Limit
+	N     int
+}
+
+// Result is the outcome of TryAcquire.
+type Result struct {
+	Allowed    bool          // the tokens were taken
+	Remaining  int           // tokens left (in the emptiest bucket)
+	RetryAfter time.Duration // when not Allowed: how long until the same call would be
+	ResetAfter time.Duration // how long until every bucket is full again
+}
+
+// check validates a request before any I/O and sets its key prefix.
+func (l *Limiter) check(req *request) error {
+	if l.err != nil {
+		return l.err
+	}
+	req.prefix = l.cfg.prefix
+	for i := 0; i < req.len(); i++ {
+		b := req.at(i)
+		if err := checkName(b.Key); err != nil {
+			return err
+		}
+		if err := b.Limit.check(b.N); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func single(key string, limit Limit, n int) request {
+	return request{one: Bucket{Key: key, Limit: limit, N: n}}
+}
+
+func multi(buckets []Bucket) (request, error) {
+	switch len(buckets) {
+	case 0:
+		return request{}, invalidf("no buckets")
+	case 1:
+		return request{one: defaultN(buckets[0])}, nil
+	}
+	if err := checkSlot(buckets); err != nil {
+		return request{}, err
+	}
+	more := make([]Bucket, len(buckets)-1)
+	for i, b := range buckets[1:] {
+		more[i] = defaultN(b)
+	}
+	return request{one: defaultN(buckets[0]), more: more}, nil
+}
+
+func defaultN(b Bucket) Bucket {
+	if b.N == 0 {
+		b.N = 1
+	}
+	return b
+}
+
+// Acquire takes n tokens from the bucket key, sleeping until they are granted.
+//
+// It returns at once with an error matching ErrInvalid for an invalid limit or
+// n outside [1, limit.Burst]; with a *LimitedError if ctx has a deadline that
+// the wait would pass; and with ctx's error if ctx ends while it sleeps, in which
+// case the tokens go back to the bucket.
+func (l *Limiter) Acquire(ctx context.Context, key string, limit Limit, n int) error {
+	return l.acquire(ctx, single(key, limit, n))
+}
+
+// AcquireAll is Acquire over several buckets at once (say a tenant's and a
+// global one): it takes every bucket's tokens or none, and waits for the
+// slowest. On Redis Cluster the buckets must share a hash tag, as in
+// "{acct}:tenant:42" and "{acct}:global"; otherwise it fails with ErrCrossSlot
+// before any I/O, on any Redis, so code that works on one server works on a cluster.
+func (l *Limiter) AcquireAll(ctx context.Context, buckets []Bucket) error {
+	req, err := multi(buckets)
+	if err != nil {
+		return err
+	}
+	return l.acquire(ctx, req)
+}
+
+func (l *Limiter) acquire(ctx context.Context, req request) error {
+	ctx, span := l.tel.tracer.Start(ctx, "throttle.Acquire")
+	defer span.End()
+	req.maxWait = -1
+	if dl, ok := ctx.Deadline(); ok {
+		req.maxWait = max(0, int64(time.Until(dl)/time.Microsecond))
+	}
+	r, err := l.reserve(ctx, req)
+	if err == nil {
+		err = r.wait(ctx, span)
+	}
+	if err != nil {
+		span.RecordError(err)
+	}
+	return err
+}
+
+// TryAcquire takes n tokens from the bucket key if it can do so at once, and
+// never waits. A refusal is not an error: res.Allowed is false and
+// res.RetryAfter says when to come back.
+func (l *Limiter) TryAcquire(ctx context.Context, key string, limit Limit, n int) (Result, error) {
+	return l.try(ctx, single(key, limit, n))
+}
+
+// TryAcquireAll is TryAcquire over several buckets at once, all or nothing; see AcquireAll.
+func (l *Limiter) TryAcquireAll(ctx context.Context, buckets []Bucket) (Result, error) {
+	req, err := multi(buckets)
+	if err != nil {
+		return Result{}, err
+	}
+	return l.try(ctx, req)
+}
+
+func (l *Limiter) try(ctx context.Context, req request) (Result, error) {
+	if err := l.check(&req); err != nil {
+		l.tel.outcome(ctx, req.one.Key, outError)
+		return Result{}, err
+	}
+	d, err := l.decide(ctx, &req)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Allowed: d.granted, Remaining: d.remaining, ResetAfter: micros(d.reset)}
+	if d.granted {
+		l.tel.outcome(ctx, req.one.Key, outGranted)
+	} else {
+		res.RetryAfter = micros(d.wait)
+		l.tel.outcome(ctx, req.one.Key, outDenied)
+	}
+	return res, nil
+}
+
+// Reserve takes n tokens from the bucket key now, for use after r.Delay(), if
+// that delay is at most maxWait (a negative maxWait means no bound); otherwise
+// it takes nothing and returns a *LimitedError. The caller then calls r.Wait,
+// or acts after r.Delay() itself, or gives the tokens back with r.Cancel.
+func (l *Limiter) Reserve(ctx context.Context, key string, limit Limit, n int, maxWait time.Duration) (*Reservation, error) {
+	req := single(key, limit, n)
+	req.maxWait = budget(maxWait)
+	return l.reserve(ctx, req)
+}
+
+// ReserveAll is Reserve over several buckets at once, all or nothing; see AcquireAll.
+func (l *Limiter) ReserveAll(ctx context.Context, buckets []Bucket, maxWait time.Duration) (*Reservation, error) {
+	req, err := multi(buckets)
+	if err != nil {
+		return nil, err
+	}
+	req.maxWait = budget(maxWait)
+	return l.reserve(ctx, req)
+}
+
+func budget(maxWait time.Duration) int64 {
+	if maxWait < 0 {
+		return -1
+	}
+	return int64(maxWait / time.Microsecond)
+}
+
+func (l *Limiter) reserve(ctx context.Context, req request) (*Reservation, error) {
+	if err := l.check(&req); err != nil {
+		l.tel.outcome(ctx, req.one.Key, outError)
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	d, err := l.decide(ctx, &req)
+	if err != nil {
+		return nil, err
+	}
+	if !d.granted {
+		l.tel.outcome(ctx, req.one.Key, outDenied)
+		return nil, &LimitedError{RetryAfter: micros(d.wait)}
+	}
+	return newReservation(l, req, d), nil
+}
+
+// decide asks the store, applying the failure policy when it cannot answer.
+func (l *Limiter) decide(ctx context.Context, req *request) (decision, error) {
+	d, err := l.store.reserve(ctx, *req)
+	if err == nil {
+		return d, nil
+	}
+	var inv *InvalidError
+	if errors.As(err, &inv) {
+		l.tel.outcome(ctx, req.one.Key, outError)
+		return decision{}, err
+	}
+	l.tel.storeError(ctx, "reserve")
+	if l.cfg.failure == FailOpen {
+		l.tel.failOpen.Add(ctx, 1)
+		l.tel.outcome(ctx, req.one.Key, outFailOpen)
+		return decision{granted: true, remaining: 0}, nil
+	}
+	l.tel.outcome(ctx, req.one.Key, outError)
+	return decision{}, err
+}
+
+// Cooldown grants nothing from the bucket key, to any process, for d; after
+// that the bucket resumes at limit's pace, one token first, so a fleet that was
+// told to back off (an upstream 429 with Retry-After) comes back one caller at
+// a time. A cooldown never shortens one already in place. It returns how long
+// until the bucket's next token.
+func (l *Limiter) Cooldown(ctx context.Context, key string, limit Limit, d time.Duration) (time.Duration, error) {
+	if l.err != nil {
+		return 0, l.err
+	}
+	if err := checkName(key); err != nil {
+		return 0, err
+	}
+	if err := limit.Validate(); err != nil {
+		return 0, err
+	}
+	if d <= 0 || d > time.Duration(maxSpan)*time.Microsecond {
+		return 0, invalidf("cooldown %v must be positive and at most %v", d, time.Duration(maxSpan)*time.Microsecond)
+	}
+	next, err := l.store.cooldown(ctx, l.cfg.prefix, Bucket{Key: key, Limit: limit, N: 1}, d)
+	if err != nil {
+		l.tel.storeError(ctx, "cooldown")
+		return 0, err
+	}
+	l.tel.cooldowns.Add(ctx, 1)
+	return next, nil
+}

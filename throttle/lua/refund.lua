@@ -1,0 +1,48 @@
+-- refund.lua: give back a cancelled reservation's tokens, at most once.
+--
+-- KEYS[i]      bucket key i, as reserved (i = 1..k)
+-- KEYS[k+1]    the reservation's marker key (same hash slot); its presence means "already refunded"
+-- ARGV[1]      now in microseconds, or "" to read Redis TIME
+-- ARGV[2]      the reservation's slot: the server time (µs) at which it may act
+-- ARGV[3i]     bucket i: the TAT the reservation left (string from reserve.lua)
+-- ARGV[3i+1]   bucket i: T, microseconds per token
+-- ARGV[3i+2]   bucket i: n, tokens reserved
+--
+-- Reply: 1 if the refund was applied now, 0 if the slot has passed or it was applied before.
+-- Only what no later reservation stands on comes back: cost - (TAT now - TAT reserved),
+-- clamped to [0, cost]; a TAT at or before now means a full bucket (the key is deleted).
+
+local now
+if ARGV[1] ~= "" then
+  now = tonumber(ARGV[1])
+else
+  local t = redis.call("TIME")
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local slot = tonumber(ARGV[2])
+if now >= slot then return 0 end
+
+local k = #KEYS - 1
+local ttl = math.ceil((slot - now) / 1000) + 1000
+if not redis.call("SET", KEYS[k + 1], "1", "NX", "PX", ttl) then return 0 end
+
+for i = 1, k do
+  local a = 3 * i
+  local mine, t, n = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local v = redis.call("GET", KEYS[i])
+  local tat = v and tonumber(v)
+  if tat and mine and tat >= mine - 1 then
+    local later = tat - mine
+    if later < 0 then later = 0 end
+    local back = n * t - later
+    if back > 0 then
+      local new = tat - back
+      if new <= now then
+        redis.call("DEL", KEYS[i])
+      else
+        redis.call("SET", KEYS[i], string.format("%.17g", new), "PX", math.ceil((new - now) / 1000))
+      end
+    end
+  end
+end
+return 1

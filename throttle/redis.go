@@ -1,0 +1,172 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisStore keeps buckets in Redis, shared by every process that talks to the
+// same server or cluster. Each operation is one Lua script call (EVALSHA, falling
+// back to EVAL when the server's script cache is empty), atomic on the server and
+// timed by Redis TIME. It is safe for concurrent use.
+//
+// Buckets acquired together must live in one hash slot on Redis Cluster; see
+// Limiter.AcquireAll.
+type RedisStore struct {
+	rdb   redis.UniversalClient
+	owned bool // rdb is a copy this store made and must close
+	clock Clock
+}
+
+// NewRedisStore returns a store over rdb: a *redis.Client, *redis.ClusterClient,
+// a failover client, or any redis.UniversalClient.
+//
+// A store call must never outlive its context's deadline, but go-redis ignores
+// context deadlines on the socket unless ContextTimeoutEnabled is set. If rdb is
+// a *redis.Client or *redis.ClusterClient without it, the store makes its own
+// client from a copy of rdb's options with ContextTimeoutEnabled set (its own
+// connection pool, released by Close). Other clients are used as they are.
+func NewRedisStore(rdb redis.UniversalClient, opts ...StoreOption) *RedisStore {
+	c := newStoreConfig(opts)
+	s := &RedisStore{rdb: rdb, clock: c.clock}
+	switch cl := rdb.(type) {
+	case *redis.Client:
+		if o := cl.Options(); !o.ContextTimeoutEnabled {
+			cp := *o
+			cp.ContextTimeoutEnabled = true
+			s.rdb, s.owned = redis.NewClient(&cp), true
+		}
+	case *redis.ClusterClient:
+		if o := cl.Options(); !o.ContextTimeoutEnabled {
+			cp := *o
+			cp.ContextTimeoutEnabled = true
+			s.rdb, s.owned = redis.NewClusterClient(&cp), true
+		}
+	}
+	return s
+}
+
+// Close releases the client the store made for itself, if any. The client passed
+// to NewRedisStore stays open: it belongs to the caller.
+func (s *RedisStore) Close() error {
+	if s.owned {
+		return s.rdb.Close()
+	}
+	return nil
+}
+
+func (s *RedisStore) now() string {
+	if s.clock == nil {
+		return ""
+	}
+	return strconv.FormatInt(s.clock.Now().UnixMicro(), 10)
+}
+
+func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+func (s *RedisStore) reserve(ctx context.Context, req request) (decision, error) {
+	n := req.len()
+	keys := make([]string, n)
+	args := make([]any, 2, 2+3*n)
+	args[0], args[1] = s.now(), strconv.FormatInt(req.maxWait, 10)
+	for i := 0; i < n; i++ {
+		b := req.at(i)
+		keys[i] = redisKey(req.prefix, b.Key)
+		args = append(args, formatFloat(b.Limit.interval()), b.Limit.Burst, b.N)
+	}
+	v, err := reserveScript.Run(ctx, s.rdb, keys, args...).Result()
+	if err != nil {
+		return decision{}, storeErr("reserve", err)
+	}
+	d, err := parseDecision(v, n)
+	if err != nil {
+		return decision{}, storeErr("reserve", err)
+	}
+	return d, nil
+}
+
+func parseDecision(v any, n int) (decision, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != 5+n {
+		return decision{}, fmt.Errorf("bad reply %v", v)
+	}
+	var ints [5]int64
+	for i := range ints {
+		x, ok := a[i].(int64)
+		if !ok || x < 0 {
+			return decision{}, fmt.Errorf("bad reply field %d: %v", i, a[i])
+		}
+		ints[i] = x
+	}
+	d := decision{granted: ints[0] == 1, wait: ints[1], remaining: int(ints[2]), reset: ints[3], now: ints[4]}
+	if !d.granted {
+		return d, nil
+	}
+	if n > 1 {
+		d.tats = make([]float64, n-1)
+	}
+	for i := 0; i < n; i++ {
+		s, ok := a[5+i].(string)
+		if !ok {
+			return decision{}, fmt.Errorf("bad reply TAT %d: %v", i, a[5+i])
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return decision{}, fmt.Errorf("bad reply TAT %d: %w", i, err)
+		}
+		if i == 0 {
+			d.tat = f
+		} else {
+			d.tats[i-1] = f
+		}
+	}
+	return d, nil
+}
+
+func (s *RedisStore) refund(ctx context.Context, req request, d decision, id string) (bool, error) {
+	n := req.len()
+	keys := make([]string, n+1)
+	args := make([]any, 2, 2+3*n)
+	args[0], args[1] = s.now(), strconv.FormatInt(d.slot(), 10)
+	for i := 0; i < n; i++ {
+		b := req.at(i)
+		keys[i] = redisKey(req.prefix, b.Key)
+		args = append(args, formatFloat(d.tatAt(i)), formatFloat(b.Limit.interval()), b.N)
+	}
+	keys[n] = keys[0] + ":refund:" + id
+	v, err := refundScript.Run(ctx, s.rdb, keys, args...).Int64()
+	if err != nil {
+		return false, storeErr("refund", err)
+	}
+	return v == 1, nil
+}
+
+func (s *RedisStore) cooldown(ctx context.Context, prefix string, b Bucket, d time.Duration) (time.Duration, error) {
+	keys := []string{redisKey(prefix, b.Key)}
+	v, err := cooldownScript.Run(ctx, s.rdb, keys, s.now(), int64(d/time.Microsecond),
+		formatFloat(b.Limit.interval()), b.Limit.Burst).Int64()
+	if err != nil {
+		return 0, storeErr("cooldown", err)
+	}
+	if v < 0 {
+		return 0, storeErr("cooldown", fmt.Errorf("bad reply %d", v))
+	}
+	return micros(v), nil
+}
+
+func storeErr(op string, err error) error {
+	if strings.HasPrefix(err.Error(), "CROSSSLOT") {
+		return &InvalidError{Reason: "buckets acquired together are in different Redis Cluster slots: " + err.Error(), crossSlot: true}
+	}
+	var se *StoreError
+	if errors.As(err, &se) {
+		return err
+	}
+	return &StoreError{Op: op, Err: err}
+}

@@ -1,0 +1,121 @@
+package throttle
+
+import (
+	"context"
+	"encoding/hex"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Reservation is tokens taken from one or more buckets for use at a given time:
+// its slot. Between now and then the tokens are the reservation's, and a
+// reservation that will not be used should be cancelled so they go back.
+// Methods are safe for concurrent use.
+type Reservation struct {
+	lim *Limiter
+	req request
+	d   decision
+	at  time.Time // local time of the slot
+
+	mu   sync.Mutex
+	done bool // waited out, or cancelled
+}
+
+func newReservation(l *Limiter, req request, d decision) *Reservation {
+	return &Reservation{lim: l, req: req, d: d, at: time.Now().Add(micros(d.wait))}
+}
+
+// Delay is how long from now until the reservation's slot; 0 once it has come.
+func (r *Reservation) Delay() time.Duration {
+	return max(0, time.Until(r.at))
+}
+
+// Time is when the reservation's slot comes, on this process's clock.
+func (r *Reservation) Time() time.Time { return r.at }
+
+// Wait sleeps until the reservation's slot and returns nil. If ctx ends first,
+// Wait cancels the reservation (its tokens go back) and returns ctx's error.
+func (r *Reservation) Wait(ctx context.Context) error {
+	return r.wait(ctx, nil)
+}
+
+func (r *Reservation) wait(ctx context.Context, span trace.Span) error {
+	key := r.req.one.Key
+	delay := r.Delay()
+	if delay == 0 {
+		r.finish()
+		o := outGranted
+		if r.d.wait > 0 {
+			o = outWaited
+			r.lim.tel.waited(ctx, key, micros(r.d.wait))
+		}
+		r.lim.tel.outcome(ctx, key, o)
+		return nil
+	}
+	if span != nil {
+		span.AddEvent("wait", trace.WithAttributes(attribute.Int64("sluice.wait_us", int64(delay/time.Microsecond))))
+	}
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		r.finish()
+		r.lim.tel.waited(ctx, key, micros(r.d.wait))
+		r.lim.tel.outcome(ctx, key, outWaited)
+		return nil
+	case <-ctx.Done():
+		r.lim.tel.outcome(ctx, key, outCanceled)
+		// The caller's ctx is over; the refund gets a short one of its own.
+		_ = r.Cancel(context.WithoutCancel(ctx))
+		return ctx.Err()
+	}
+}
+
+func (r *Reservation) finish() {
+	r.mu.Lock()
+	r.done = true
+	r.mu.Unlock()
+}
+
+// Cancel gives the reservation's tokens back if its slot has not come, so the
+// next caller can have them. Only what no later reservation stands on goes back,
+// never above a bucket's Burst, and at most once however often Cancel is called
+// or the store call is retried. After the slot, or after Wait returned nil,
+// Cancel does nothing. The store call is bounded by the Limiter's refund timeout.
+func (r *Reservation) Cancel(ctx context.Context) error {
+	r.mu.Lock()
+	if r.done || r.d.wait == 0 {
+		r.done = true
+		r.mu.Unlock()
+		return nil
+	}
+	r.done = true
+	r.mu.Unlock()
+	if r.Delay() == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.lim.cfg.refundTimeout)
+	defer cancel()
+	ok, err := r.lim.store.refund(ctx, r.req, r.d, newID())
+	if err != nil {
+		r.lim.tel.storeError(ctx, "refund")
+		return err
+	}
+	if ok {
+		r.lim.tel.refunds.Add(ctx, 1)
+	}
+	return nil
+}
+
+// newID names one refund, so a retried refund command is recognised.
+func newID() string {
+	var b [8]byte
+	for i := range b {
+		b[i] = byte(rand.Uint32())
+	}
+	return hex.EncodeToString(b[:])
+}
