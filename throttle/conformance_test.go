@@ -17,11 +17,11 @@ import (
 // explicit clock passed to the scripts), and both must give the same answers.
 
 var (
-	tenPerSec = Limit{Rate: 10, Burst: 5}                        // T = 100 ms
-	onePerSec = Limit{Rate: 1, Period: time.Second, Burst: 1}    // T = 1 s
-	threePS   = Limit{Rate: 3, Period: time.Second, Burst: 1}    // T = 333333.33 µs
-	tenBurst  = Limit{Rate: 10, Period: time.Second, Burst: 10}  // T = 100 ms
-	perMinute = Limit{Rate: 2, Period: time.Minute, Burst: 2}    // T = 30 s
+	tenPerSec = Limit{Rate: 10, Burst: 5}                       // T = 100 ms
+	onePerSec = Limit{Rate: 1, Period: time.Second, Burst: 1}   // T = 1 s
+	threePS   = Limit{Rate: 3, Period: time.Second, Burst: 1}   // T = 333333.33 µs
+	tenBurst  = Limit{Rate: 10, Period: time.Second, Burst: 10} // T = 100 ms
+	perMinute = Limit{Rate: 2, Period: time.Minute, Burst: 2}   // T = 30 s
 )
 
 type op int

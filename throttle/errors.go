@@ -40,7 +40,9 @@ type StoreError struct {
 	Err error
 }
 
-func (e *StoreError) Error() string { return "throttle: store unavailable: " + e.Op + ": " + e.Err.Error() }
+func (e *StoreError) Error() string {
+	return "throttle: store unavailable: " + e.Op + ": " + e.Err.Error()
+}
 
 // Is makes errors.Is(err, ErrUnavailable) true.
 func (e *StoreError) Is(target error) bool { return target == ErrUnavailable }

@@ -38,9 +38,22 @@ func (l Limit) period() time.Duration {
 	return l.Period
 }
 
-// interval is T: microseconds per token.
-func (l Limit) interval() float64 {
+// exactInterval is Period/Rate in microseconds, unrounded.
+func (l Limit) exactInterval() float64 {
 	return float64(l.period()) / float64(time.Microsecond) / l.Rate
+}
+
+// interval is T, the microseconds per token a bucket works in: Period/Rate
+// rounded up to a whole microsecond (a quotient within 1e-9 of a whole number
+// is that number, so float noise never costs a microsecond). Working in whole
+// microseconds keeps every store's arithmetic exact; rounding up means a bucket
+// never grants faster than its Limit, and at most 1 µs per token slower.
+func (l Limit) interval() int64 {
+	t := l.exactInterval()
+	if r := math.Round(t); math.Abs(t-r) <= 1e-9*t {
+		return int64(r)
+	}
+	return int64(math.Ceil(t))
 }
 
 // Validate reports why l cannot be used, or nil.
@@ -57,11 +70,11 @@ func (l Limit) Validate() error {
 	case l.Burst > maxBurst:
 		return invalidf("burst %d is larger than %d", l.Burst, maxBurst)
 	}
-	t := l.interval()
+	t := l.exactInterval()
 	if t < 1 {
 		return invalidf("rate %v per %v is faster than one token per microsecond", l.Rate, l.period())
 	}
-	if t*float64(l.Burst) > maxSpan {
+	if math.Ceil(t)*float64(l.Burst) > maxSpan {
 		return invalidf("rate %v per %v with burst %d takes longer than %v to fill", l.Rate, l.period(), l.Burst, time.Duration(maxSpan)*time.Microsecond)
 	}
 	return nil

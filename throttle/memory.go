@@ -2,7 +2,6 @@ package throttle
 
 import (
 	"context"
-	"math"
 	"sync"
 	"time"
 )
@@ -17,8 +16,8 @@ type MemoryStore struct {
 	clock Clock
 
 	mu      sync.Mutex
-	buckets map[memKey]float64 // TAT in µs; an entry at or before now is a full bucket
-	markers map[string]int64   // refund marker → expiry, µs
+	buckets map[memKey]int64 // TAT in µs; an entry at or before now is a full bucket
+	markers map[string]int64 // refund marker → expiry, µs
 }
 
 type memKey struct{ prefix, name string }
@@ -26,7 +25,7 @@ type memKey struct{ prefix, name string }
 // NewMemoryStore returns an empty in-process store. WithClock sets its time source.
 func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 	c := newStoreConfig(opts)
-	return &MemoryStore{clock: c.clock, buckets: make(map[memKey]float64), markers: make(map[string]int64)}
+	return &MemoryStore{clock: c.clock, buckets: make(map[memKey]int64), markers: make(map[string]int64)}
 }
 
 func (m *MemoryStore) nowMicros() int64 {
@@ -40,7 +39,7 @@ func (m *MemoryStore) nowMicros() int64 {
 func (m *MemoryStore) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := float64(m.nowMicros())
+	now := m.nowMicros()
 	n := 0
 	for _, tat := range m.buckets {
 		if tat > now {
@@ -51,14 +50,14 @@ func (m *MemoryStore) Len() int {
 }
 
 // tatOf is the bucket's TAT at now, never before now.
-func (m *MemoryStore) tatOf(k memKey, now float64) float64 {
+func (m *MemoryStore) tatOf(k memKey, now int64) int64 {
 	if tat, ok := m.buckets[k]; ok && tat > now {
 		return tat
 	}
 	return now
 }
 
-func (m *MemoryStore) put(k memKey, tat, now float64) {
+func (m *MemoryStore) put(k memKey, tat, now int64) {
 	if _, ok := m.buckets[k]; !ok {
 		m.sweep(now)
 	}
@@ -66,7 +65,7 @@ func (m *MemoryStore) put(k memKey, tat, now float64) {
 }
 
 // sweep forgets up to two full buckets and expired markers: amortised cleanup.
-func (m *MemoryStore) sweep(now float64) {
+func (m *MemoryStore) sweep(now int64) {
 	i := 0
 	for k, tat := range m.buckets {
 		if tat <= now {
@@ -78,7 +77,7 @@ func (m *MemoryStore) sweep(now float64) {
 	}
 	i = 0
 	for k, exp := range m.markers {
-		if float64(exp) <= now {
+		if exp <= now {
 			delete(m.markers, k)
 		}
 		if i++; i >= 2 {
@@ -87,68 +86,60 @@ func (m *MemoryStore) sweep(now float64) {
 	}
 }
 
+// reserve is reserve.lua in Go; see that file for the contract.
 func (m *MemoryStore) reserve(_ context.Context, req request) (decision, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	nowI := m.nowMicros()
-	now := float64(nowI)
+	now := m.nowMicros()
 	n := req.len()
 
-	var newOne float64
-	var news []float64
+	d := decision{now: now}
 	if n > 1 {
-		news = make([]float64, n-1)
+		d.tats = make([]int64, n-1)
 	}
-	wait, reset, remaining := 0.0, 0.0, math.Inf(1)
 	for i := 0; i < n; i++ {
 		b := req.at(i)
-		t, burst := b.Limit.interval(), float64(b.Limit.Burst)
+		t := b.Limit.interval()
 		tat := m.tatOf(memKey{req.prefix, b.Key}, now)
-		nw := tat + float64(b.N)*t
-		if w := nw - now - burst*t; w > wait {
-			wait = w
-		}
-		reset = math.Max(reset, tat-now)
-		remaining = math.Min(remaining, burst-(tat-now)/t)
-		if i == 0 {
-			newOne = nw
-		} else {
-			news[i-1] = nw
-		}
+		nw := tat + int64(b.N)*t
+		d.wait = max(d.wait, nw-now-int64(b.Limit.Burst)*t)
+		d.setTat(i, tat)
 	}
-	d := decision{now: nowI, wait: roundWait(wait)}
 	if req.maxWait < 0 || d.wait <= req.maxWait {
 		d.granted = true
-		reset, remaining = 0, math.Inf(1)
 		for i := 0; i < n; i++ {
 			b := req.at(i)
-			t, burst := b.Limit.interval(), float64(b.Limit.Burst)
-			nw := newOne
-			if i > 0 {
-				nw = news[i-1]
-			}
+			nw := d.tatAt(i) + int64(b.N)*b.Limit.interval()
 			m.put(memKey{req.prefix, b.Key}, nw, now)
-			reset = math.Max(reset, nw-now)
-			remaining = math.Min(remaining, burst-(nw-now)/t)
+			d.setTat(i, nw)
 		}
-		d.tat, d.tats = newOne, news
 	}
-	d.reset = int64(math.Ceil(reset))
-	d.remaining = floorTokens(remaining)
+	remaining := int64(maxBurst)
+	for i := 0; i < n; i++ {
+		b := req.at(i)
+		t := b.Limit.interval()
+		ahead := d.tatAt(i) - now
+		d.reset = max(d.reset, ahead)
+		remaining = min(remaining, floorDiv(int64(b.Limit.Burst)*t-ahead, t))
+	}
+	d.remaining = int(max(remaining, 0))
+	if !d.granted {
+		d.tat, d.tats = 0, nil
+	}
 	return d, nil
 }
 
+// refund is refund.lua in Go; see that file for the contract.
 func (m *MemoryStore) refund(_ context.Context, req request, d decision, id string) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	nowI := m.nowMicros()
-	now := float64(nowI)
+	now := m.nowMicros()
 	slot := d.slot()
-	if nowI >= slot {
+	if now >= slot {
 		return false, nil
 	}
 	marker := req.prefix + req.one.Key + ":refund:" + id
-	if exp, ok := m.markers[marker]; ok && exp > nowI {
+	if exp, ok := m.markers[marker]; ok && exp > now {
 		return false, nil
 	}
 	m.markers[marker] = slot + 1_000_000
@@ -157,10 +148,10 @@ func (m *MemoryStore) refund(_ context.Context, req request, d decision, id stri
 		k := memKey{req.prefix, b.Key}
 		tat, ok := m.buckets[k]
 		mine := d.tatAt(i)
-		if !ok || tat < mine-1 {
+		if !ok || tat <= now || tat < mine {
 			continue
 		}
-		back := float64(b.N)*b.Limit.interval() - math.Max(0, tat-mine)
+		back := int64(b.N)*b.Limit.interval() - (tat - mine)
 		if back <= 0 {
 			continue
 		}
@@ -173,33 +164,26 @@ func (m *MemoryStore) refund(_ context.Context, req request, d decision, id stri
 	return true, nil
 }
 
+// cooldown is cooldown.lua in Go; see that file for the contract.
 func (m *MemoryStore) cooldown(_ context.Context, prefix string, b Bucket, d time.Duration) (time.Duration, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := float64(m.nowMicros())
+	now := m.nowMicros()
 	k := memKey{prefix, b.Key}
-	t, burst := b.Limit.interval(), float64(b.Limit.Burst)
+	t, burst := b.Limit.interval(), int64(b.Limit.Burst)
 	tat := m.tatOf(k, now)
-	if target := now + float64(d/time.Microsecond) + (burst-1)*t; target > tat {
+	if target := now + int64(d/time.Microsecond) + (burst-1)*t; target > tat {
 		tat = target
 		m.put(k, tat, now)
 	}
-	return micros(int64(math.Ceil(math.Max(0, tat-now-(burst-1)*t)))), nil
+	return micros(max(0, tat-now-(burst-1)*t)), nil
 }
 
-// roundWait turns a float wait in µs into whole µs; up to 1 µs is float noise
-// from the TAT arithmetic, never a whole token, and counts as no wait.
-func roundWait(w float64) int64 {
-	if w <= 1 {
-		return 0
+// floorDiv is a/b rounded towards minus infinity, as Lua's math.floor(a/b).
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
 	}
-	return int64(math.Ceil(w))
-}
-
-func floorTokens(x float64) int {
-	x = math.Floor(x + 1e-9)
-	if x < 0 || math.IsInf(x, 0) {
-		return 0
-	}
-	return int(x)
+	return q
 }

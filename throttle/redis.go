@@ -40,12 +40,14 @@ func NewRedisStore(rdb redis.UniversalClient, opts ...StoreOption) *RedisStore {
 		if o := cl.Options(); !o.ContextTimeoutEnabled {
 			cp := *o
 			cp.ContextTimeoutEnabled = true
+			cp.PushNotificationProcessor = nil // the original's, bound to its connections
 			s.rdb, s.owned = redis.NewClient(&cp), true
 		}
 	case *redis.ClusterClient:
 		if o := cl.Options(); !o.ContextTimeoutEnabled {
 			cp := *o
 			cp.ContextTimeoutEnabled = true
+			cp.PushNotificationProcessor = nil
 			s.rdb, s.owned = redis.NewClusterClient(&cp), true
 		}
 	}
@@ -68,8 +70,6 @@ func (s *RedisStore) now() string {
 	return strconv.FormatInt(s.clock.Now().UnixMicro(), 10)
 }
 
-func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
-
 func (s *RedisStore) reserve(ctx context.Context, req request) (decision, error) {
 	n := req.len()
 	keys := make([]string, n)
@@ -78,7 +78,7 @@ func (s *RedisStore) reserve(ctx context.Context, req request) (decision, error)
 	for i := 0; i < n; i++ {
 		b := req.at(i)
 		keys[i] = redisKey(req.prefix, b.Key)
-		args = append(args, formatFloat(b.Limit.interval()), b.Limit.Burst, b.N)
+		args = append(args, b.Limit.interval(), b.Limit.Burst, b.N)
 	}
 	v, err := reserveScript.Run(ctx, s.rdb, keys, args...).Result()
 	if err != nil {
@@ -96,8 +96,8 @@ func parseDecision(v any, n int) (decision, error) {
 	if !ok || len(a) != 5+n {
 		return decision{}, fmt.Errorf("bad reply %v", v)
 	}
-	var ints [5]int64
-	for i := range ints {
+	ints := make([]int64, len(a))
+	for i := range a {
 		x, ok := a[i].(int64)
 		if !ok || x < 0 {
 			return decision{}, fmt.Errorf("bad reply field %d: %v", i, a[i])
@@ -105,25 +105,10 @@ func parseDecision(v any, n int) (decision, error) {
 		ints[i] = x
 	}
 	d := decision{granted: ints[0] == 1, wait: ints[1], remaining: int(ints[2]), reset: ints[3], now: ints[4]}
-	if !d.granted {
-		return d, nil
-	}
-	if n > 1 {
-		d.tats = make([]float64, n-1)
-	}
-	for i := 0; i < n; i++ {
-		s, ok := a[5+i].(string)
-		if !ok {
-			return decision{}, fmt.Errorf("bad reply TAT %d: %v", i, a[5+i])
-		}
-		f, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return decision{}, fmt.Errorf("bad reply TAT %d: %w", i, err)
-		}
-		if i == 0 {
-			d.tat = f
-		} else {
-			d.tats[i-1] = f
+	if d.granted {
+		d.tat = ints[5]
+		if n > 1 {
+			d.tats = ints[6:]
 		}
 	}
 	return d, nil
@@ -137,7 +122,7 @@ func (s *RedisStore) refund(ctx context.Context, req request, d decision, id str
 	for i := 0; i < n; i++ {
 		b := req.at(i)
 		keys[i] = redisKey(req.prefix, b.Key)
-		args = append(args, formatFloat(d.tatAt(i)), formatFloat(b.Limit.interval()), b.N)
+		args = append(args, d.tatAt(i), b.Limit.interval(), b.N)
 	}
 	keys[n] = keys[0] + ":refund:" + id
 	v, err := refundScript.Run(ctx, s.rdb, keys, args...).Int64()
@@ -150,7 +135,7 @@ func (s *RedisStore) refund(ctx context.Context, req request, d decision, id str
 func (s *RedisStore) cooldown(ctx context.Context, prefix string, b Bucket, d time.Duration) (time.Duration, error) {
 	keys := []string{redisKey(prefix, b.Key)}
 	v, err := cooldownScript.Run(ctx, s.rdb, keys, s.now(), int64(d/time.Microsecond),
-		formatFloat(b.Limit.interval()), b.Limit.Burst).Int64()
+		b.Limit.interval(), b.Limit.Burst).Int64()
 	if err != nil {
 		return 0, storeErr("cooldown", err)
 	}

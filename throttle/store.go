@@ -65,19 +65,27 @@ func (r *request) at(i int) *Bucket {
 // decision is a store's answer to reserve.
 type decision struct {
 	granted   bool
-	wait      int64 // µs until the caller may act (granted), or RetryAfter (denied)
-	remaining int   // fewest tokens left in any bucket
-	reset     int64 // µs until every bucket is full
-	now       int64 // the store's time of the decision, µs
-	tat       float64   // first bucket's TAT after a grant: the refund handle
-	tats      []float64 // the other buckets' TATs
+	wait      int64     // µs until the caller may act (granted), or RetryAfter (denied)
+	remaining int       // fewest tokens left in any bucket
+	reset     int64     // µs until every bucket is full
+	now       int64     // the store's time of the decision, µs
+	tat       int64   // first bucket's TAT after a grant (µs): the refund handle
+	tats      []int64 // the other buckets' TATs
 }
 
-func (d *decision) tatAt(i int) float64 {
+func (d *decision) tatAt(i int) int64 {
 	if i == 0 {
 		return d.tat
 	}
 	return d.tats[i-1]
+}
+
+func (d *decision) setTat(i int, tat int64) {
+	if i == 0 {
+		d.tat = tat
+	} else {
+		d.tats[i-1] = tat
+	}
 }
 
 // slot is the store time at which a granted caller may act.

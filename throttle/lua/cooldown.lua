@@ -28,8 +28,8 @@ end
 local target = now + d + (burst - 1) * t
 if target > tat then
   tat = target
-  redis.call("SET", KEYS[1], string.format("%.17g", tat), "PX", math.ceil((tat - now) / 1000))
+  redis.call("SET", KEYS[1], tat, "PX", math.ceil((tat - now) / 1000))
 end
 local free = tat - now - (burst - 1) * t
 if free < 0 then free = 0 end
-return math.ceil(free)
+return free

@@ -4,7 +4,7 @@
 -- KEYS[k+1]    the reservation's marker key (same hash slot); its presence means "already refunded"
 -- ARGV[1]      now in microseconds, or "" to read Redis TIME
 -- ARGV[2]      the reservation's slot: the server time (µs) at which it may act
--- ARGV[3i]     bucket i: the TAT the reservation left (string from reserve.lua)
+-- ARGV[3i]     bucket i: the TAT the reservation left (from reserve.lua's reply)
 -- ARGV[3i+1]   bucket i: T, microseconds per token
 -- ARGV[3i+2]   bucket i: n, tokens reserved
 --
@@ -20,6 +20,7 @@ else
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local slot = tonumber(ARGV[2])
+-- All quantities are integer microseconds or tokens, so the arithmetic is exact.
 if now >= slot then return 0 end
 
 local k = #KEYS - 1
@@ -31,16 +32,14 @@ for i = 1, k do
   local mine, t, n = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local v = redis.call("GET", KEYS[i])
   local tat = v and tonumber(v)
-  if tat and mine and tat >= mine - 1 then
-    local later = tat - mine
-    if later < 0 then later = 0 end
-    local back = n * t - later
+  if tat and tat >= mine then
+    local back = n * t - (tat - mine)
     if back > 0 then
       local new = tat - back
       if new <= now then
         redis.call("DEL", KEYS[i])
       else
-        redis.call("SET", KEYS[i], string.format("%.17g", new), "PX", math.ceil((new - now) / 1000))
+        redis.call("SET", KEYS[i], new, "PX", math.ceil((new - now) / 1000))
       end
     end
   end

@@ -1,0 +1,140 @@
+package throttle
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+func TestRedisKeysCarryATTLAndVanishWhenFull(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	prefix := redistest.Prefix(t)
+	lim := NewLimiter(NewRedisStore(rdb), WithKeyPrefix(prefix))
+	ctx := context.Background()
+	l := Limit{Rate: 50, Burst: 5} // full again 20 ms per token taken
+
+	require.NoError(t, lim.Acquire(ctx, "api", l, 5))
+	ttl, err := rdb.PTTL(ctx, prefix+"{api}").Result()
+	require.NoError(t, err)
+	assert.Greater(t, ttl, time.Duration(0), "every key has a TTL")
+	assert.LessOrEqual(t, ttl, 100*time.Millisecond, "TTL is the time to refill to full")
+
+	require.Eventually(t, func() bool {
+		n, err := rdb.Exists(ctx, prefix+"{api}").Result()
+		return err == nil && n == 0
+	}, 2*time.Second, 5*time.Millisecond, "a full bucket's key expires")
+}
+
+func TestRedisIdleBucketMemory(t *testing.T) {
+	srv := redistest.Start(t) // its own server: these keys use the default prefix
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	lim := NewLimiter(NewRedisStore(rdb))
+	l := Limit{Rate: 1, Period: time.Hour, Burst: 10}
+	for _, name := range []string{"api", "stripe:charges", "tenant:4711:email"} {
+		require.NoError(t, lim.Acquire(ctx, name, l, 1))
+		key := DefaultKeyPrefix + "{" + name + "}"
+		used, err := rdb.MemoryUsage(ctx, key).Result()
+		require.NoError(t, err)
+		t.Logf("MEMORY USAGE %s: %d bytes", key, used)
+		assert.LessOrEqual(t, used, int64(100), key)
+		ttl, err := rdb.PTTL(ctx, key).Result()
+		require.NoError(t, err)
+		assert.Positive(t, ttl, key+" has a TTL")
+	}
+}
+
+func TestRedisScriptCacheFlushIsInvisible(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	lim := NewLimiter(NewRedisStore(rdb), WithKeyPrefix(redistest.Prefix(t)))
+	ctx := context.Background()
+	l := Limit{Rate: 1000, Burst: 1000}
+	for i := range 20 {
+		require.NoError(t, rdb.ScriptFlush(ctx).Err())
+		_, err := lim.TryAcquire(ctx, "k", l, 1)
+		require.NoError(t, err, "call %d after SCRIPT FLUSH", i)
+		_, err = lim.Cooldown(ctx, "c", l, time.Millisecond)
+		require.NoError(t, err, "cooldown %d after SCRIPT FLUSH", i)
+	}
+}
+
+func TestRedisPausedServerHonoursDeadlines(t *testing.T) {
+	srv := redistest.Start(t)
+	// A client as users build it: go-redis defaults, which ignore ctx deadlines on the socket.
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	store := NewRedisStore(rdb)
+	t.Cleanup(func() { store.Close() })
+	lim := NewLimiter(store)
+	l := Limit{Rate: 100, Burst: 10}
+	ctx := context.Background()
+	require.NoError(t, lim.Acquire(ctx, "k", l, 1))
+
+	srv.Pause(t)
+	for range 3 {
+		cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		start := time.Now()
+		err := lim.Acquire(cctx, "k", l, 1)
+		elapsed := time.Since(start)
+		cancel()
+		require.Error(t, err, "a paused Redis never grants")
+		assert.ErrorIs(t, err, ErrUnavailable)
+		// Bounded by the ctx, not by go-redis's 3 s read timeout and retries.
+		assert.Less(t, elapsed, 2*time.Second, "returned after %v", elapsed)
+	}
+	srv.Resume(t)
+	require.NoError(t, lim.Acquire(ctx, "k", l, 1), "works again without a restart")
+}
+
+func TestRedisRestartLosesNothingButState(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	lim := NewLimiter(NewRedisStore(rdb))
+	l := Limit{Rate: 100, Burst: 10}
+	ctx := context.Background()
+	require.NoError(t, lim.Acquire(ctx, "k", l, 1))
+
+	srv.Kill(t)
+	cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	err := lim.Acquire(cctx, "k", l, 1)
+	cancel()
+	assert.ErrorIs(t, err, ErrUnavailable, "down: a clean error")
+
+	srv.Restart(t)
+	require.Eventually(t, func() bool {
+		_, err := lim.TryAcquire(ctx, "k", l, 1)
+		return err == nil
+	}, 5*time.Second, 20*time.Millisecond)
+	for range 5 {
+		_, err := lim.TryAcquire(ctx, "k", l, 1)
+		require.NoError(t, err)
+		assert.NotContains(t, errString(err), "NOSCRIPT")
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func TestRedisStoreLeavesCallersClientAlone(t *testing.T) {
+	srv := redistest.Shared(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	store := NewRedisStore(rdb)
+	assert.True(t, store.owned, "a client without ContextTimeoutEnabled is copied")
+	assert.False(t, rdb.Options().ContextTimeoutEnabled, "the caller's options are not changed")
+	require.NoError(t, store.Close())
+	require.NoError(t, rdb.Ping(context.Background()).Err(), "the caller's client stays open")
+	require.NoError(t, rdb.Close())
+
+	own := srv.Client(t) // ContextTimeoutEnabled already
+	assert.False(t, NewRedisStore(own).owned)
+}
