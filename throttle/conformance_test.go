@@ -151,6 +151,7 @@ func runConformance(t *testing.T, newStore func(Clock) Store, prefix string) {
 					if s.op == opTake {
 						req.maxWait = -1
 					}
+					req.prepare()
 					d, err := store.reserve(ctx, req)
 					require.NoError(t, err, msg)
 					assert.Equal(t, s.granted, d.granted, msg+" granted")

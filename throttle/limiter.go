@@ -38,6 +38,8 @@ type Bucket struct {
 	Key   string
 	Limit Limit
 	N     int
+
+	t int64 // Limit.interval(), set once a request is checked
 }
 
 // Result is the outcome of TryAcquire.
@@ -63,6 +65,7 @@ func (l *Limiter) check(req *request) error {
 			return err
 		}
 	}
+	req.prepare()
 	return nil
 }
 

@@ -14,10 +14,11 @@ import (
 // bucket is added, so memory follows the number of buckets in use.
 type MemoryStore struct {
 	clock Clock
+	start time.Time // without a Clock: time is start plus the monotonic time since
 
 	mu      sync.Mutex
-	buckets map[memKey]int64 // TAT in µs; an entry at or before now is a full bucket
-	markers map[string]int64 // refund marker → expiry, µs
+	buckets map[memKey]*int64 // TAT in µs; an entry at or before now is a full bucket
+	markers map[string]int64  // refund marker → expiry, µs
 }
 
 type memKey struct{ prefix, name string }
@@ -25,14 +26,16 @@ type memKey struct{ prefix, name string }
 // NewMemoryStore returns an empty in-process store. WithClock sets its time source.
 func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 	c := newStoreConfig(opts)
-	return &MemoryStore{clock: c.clock, buckets: make(map[memKey]int64), markers: make(map[string]int64)}
+	return &MemoryStore{clock: c.clock, start: time.Now(), buckets: make(map[memKey]*int64), markers: make(map[string]int64)}
 }
 
+// nowMicros reads the Clock, or else the monotonic clock only (one clock read,
+// where time.Now takes two, and immune to wall-clock steps).
 func (m *MemoryStore) nowMicros() int64 {
 	if m.clock != nil {
 		return m.clock.Now().UnixMicro()
 	}
-	return time.Now().UnixMicro()
+	return m.start.UnixMicro() + int64(time.Since(m.start)/time.Microsecond)
 }
 
 // Len reports how many buckets the store holds that are not full.
@@ -42,7 +45,7 @@ func (m *MemoryStore) Len() int {
 	now := m.nowMicros()
 	n := 0
 	for _, tat := range m.buckets {
-		if tat > now {
+		if *tat > now {
 			n++
 		}
 	}
@@ -51,24 +54,28 @@ func (m *MemoryStore) Len() int {
 
 // tatOf is the bucket's TAT at now, never before now.
 func (m *MemoryStore) tatOf(k memKey, now int64) int64 {
-	if tat, ok := m.buckets[k]; ok && tat > now {
-		return tat
+	if p := m.buckets[k]; p != nil && *p > now {
+		return *p
 	}
 	return now
 }
 
-func (m *MemoryStore) put(k memKey, tat, now int64) {
-	if _, ok := m.buckets[k]; !ok {
+// slot is where bucket k's TAT lives, made if the bucket is new.
+func (m *MemoryStore) slot(k memKey, now int64) *int64 {
+	p := m.buckets[k]
+	if p == nil {
 		m.sweep(now)
+		p = new(int64)
+		m.buckets[k] = p
 	}
-	m.buckets[k] = tat
+	return p
 }
 
 // sweep forgets up to two full buckets and expired markers: amortised cleanup.
 func (m *MemoryStore) sweep(now int64) {
 	i := 0
 	for k, tat := range m.buckets {
-		if tat <= now {
+		if *tat <= now {
 			delete(m.buckets, k)
 		}
 		if i++; i >= 2 {
@@ -94,33 +101,48 @@ func (m *MemoryStore) reserve(_ context.Context, req request) (decision, error) 
 	n := req.len()
 
 	d := decision{now: now}
+	var p0 *int64   // the first bucket's TAT, looked up once
+	var ps []*int64 // the others'
 	if n > 1 {
 		d.tats = make([]int64, n-1)
+		ps = make([]*int64, n-1)
 	}
 	for i := 0; i < n; i++ {
 		b := req.at(i)
-		t := b.Limit.interval()
-		tat := m.tatOf(memKey{req.prefix, b.Key}, now)
-		nw := tat + int64(b.N)*t
-		d.wait = max(d.wait, nw-now-int64(b.Limit.Burst)*t)
+		p := m.buckets[memKey{req.prefix, b.Key}]
+		tat := now
+		if p != nil && *p > now {
+			tat = *p
+		}
+		if i == 0 {
+			p0 = p
+		} else {
+			ps[i-1] = p
+		}
+		d.wait = max(d.wait, tat+int64(b.N)*b.t-now-int64(b.Limit.Burst)*b.t)
 		d.setTat(i, tat)
 	}
 	if req.maxWait < 0 || d.wait <= req.maxWait {
 		d.granted = true
 		for i := 0; i < n; i++ {
 			b := req.at(i)
-			nw := d.tatAt(i) + int64(b.N)*b.Limit.interval()
-			m.put(memKey{req.prefix, b.Key}, nw, now)
-			d.setTat(i, nw)
+			p := p0
+			if i > 0 {
+				p = ps[i-1]
+			}
+			if p == nil {
+				p = m.slot(memKey{req.prefix, b.Key}, now)
+			}
+			*p = d.tatAt(i) + int64(b.N)*b.t
+			d.setTat(i, *p)
 		}
 	}
 	remaining := int64(maxBurst)
 	for i := 0; i < n; i++ {
 		b := req.at(i)
-		t := b.Limit.interval()
 		ahead := d.tatAt(i) - now
 		d.reset = max(d.reset, ahead)
-		remaining = min(remaining, floorDiv(int64(b.Limit.Burst)*t-ahead, t))
+		remaining = min(remaining, floorDiv(int64(b.Limit.Burst)*b.t-ahead, b.t))
 	}
 	d.remaining = int(max(remaining, 0))
 	if !d.granted {
@@ -146,19 +168,19 @@ func (m *MemoryStore) refund(_ context.Context, req request, d decision, id stri
 	for i := 0; i < req.len(); i++ {
 		b := req.at(i)
 		k := memKey{req.prefix, b.Key}
-		tat, ok := m.buckets[k]
+		p := m.buckets[k]
 		mine := d.tatAt(i)
-		if !ok || tat <= now || tat < mine {
+		if p == nil || *p <= now || *p < mine {
 			continue
 		}
-		back := int64(b.N)*b.Limit.interval() - (tat - mine)
+		back := int64(b.N)*b.t - (*p - mine)
 		if back <= 0 {
 			continue
 		}
-		if nt := tat - back; nt <= now {
+		if nt := *p - back; nt <= now {
 			delete(m.buckets, k)
 		} else {
-			m.buckets[k] = nt
+			*p = nt
 		}
 	}
 	return true, nil
@@ -174,7 +196,7 @@ func (m *MemoryStore) cooldown(_ context.Context, prefix string, b Bucket, d tim
 	tat := m.tatOf(k, now)
 	if target := now + int64(d/time.Microsecond) + (burst-1)*t; target > tat {
 		tat = target
-		m.put(k, tat, now)
+		*m.slot(k, now) = tat
 	}
 	return micros(max(0, tat-now-(burst-1)*t)), nil
 }

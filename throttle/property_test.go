@@ -95,6 +95,7 @@ func TestStoreAgreesWithReferenceModel(t *testing.T) {
 					}
 					clock.at(now)
 					req := request{one: Bucket{Key: "k", Limit: l, N: n}, maxWait: maxWait}
+					req.prepare()
 					d, err := store.reserve(ctx, req)
 					require.NoError(t, err, msg)
 					granted, wait, mr := m.take(now, float64(n), maxWait)

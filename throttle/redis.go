@@ -78,7 +78,7 @@ func (s *RedisStore) reserve(ctx context.Context, req request) (decision, error)
 	for i := 0; i < n; i++ {
 		b := req.at(i)
 		keys[i] = redisKey(req.prefix, b.Key)
-		args = append(args, b.Limit.interval(), b.Limit.Burst, b.N)
+		args = append(args, b.t, b.Limit.Burst, b.N)
 	}
 	v, err := reserveScript.Run(ctx, s.rdb, keys, args...).Result()
 	if err != nil {
@@ -122,7 +122,7 @@ func (s *RedisStore) refund(ctx context.Context, req request, d decision, id str
 	for i := 0; i < n; i++ {
 		b := req.at(i)
 		keys[i] = redisKey(req.prefix, b.Key)
-		args = append(args, d.tatAt(i), b.Limit.interval(), b.N)
+		args = append(args, d.tatAt(i), b.t, b.N)
 	}
 	keys[n] = keys[0] + ":refund:" + id
 	v, err := refundScript.Run(ctx, s.rdb, keys, args...).Int64()

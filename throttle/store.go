@@ -55,6 +55,14 @@ type request struct {
 
 func (r *request) len() int { return 1 + len(r.more) }
 
+// prepare sets each bucket's interval; Limiter.check does it for real calls.
+func (r *request) prepare() {
+	for i := 0; i < r.len(); i++ {
+		b := r.at(i)
+		b.t = b.Limit.interval()
+	}
+}
+
 func (r *request) at(i int) *Bucket {
 	if i == 0 {
 		return &r.one
@@ -65,10 +73,10 @@ func (r *request) at(i int) *Bucket {
 // decision is a store's answer to reserve.
 type decision struct {
 	granted   bool
-	wait      int64     // µs until the caller may act (granted), or RetryAfter (denied)
-	remaining int       // fewest tokens left in any bucket
-	reset     int64     // µs until every bucket is full
-	now       int64     // the store's time of the decision, µs
+	wait      int64   // µs until the caller may act (granted), or RetryAfter (denied)
+	remaining int     // fewest tokens left in any bucket
+	reset     int64   // µs until every bucket is full
+	now       int64   // the store's time of the decision, µs
 	tat       int64   // first bucket's TAT after a grant (µs): the refund handle
 	tats      []int64 // the other buckets' TATs
 }

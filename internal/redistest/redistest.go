@@ -363,3 +363,7 @@ func passwordFrom(args []string) string {
 	}
 	return password
 }
+
+// Launch starts a redis-server, as Start does, for a program rather than a
+// test (the load command, examples): the caller must Stop it.
+func Launch(args ...string) (*Server, error) { return start(args) }

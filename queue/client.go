@@ -1,0 +1,100 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// Client enqueues sluice tasks over an asynq.Client: [Client.Enqueue] sends a
+// new [Task], and [Client.Requeue], from inside a handler, sends the running
+// job back to its queue.
+//
+// A Client is safe for concurrent use by multiple goroutines.
+type Client struct {
+	ac  *asynq.Client
+	now func() time.Time
+}
+
+// ClientOption configures a [Client].
+type ClientOption func(*clientConfig)
+
+type clientConfig struct {
+	now func() time.Time
+}
+
+func newClientConfig(opts []ClientOption) clientConfig {
+	cfg := clientConfig{now: time.Now}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	return cfg
+}
+
+// WithClock sets the clock the Client reads for the times it writes into
+// headers (enqueued-at, throttled-since). The default is time.Now. asynq's
+// own scheduling (ProcessIn) always reads time.Now.
+func WithClock(now func() time.Time) ClientOption {
+	return func(c *clientConfig) {
+		if now != nil {
+			c.now = now
+		}
+	}
+}
+
+// NewClient returns a Client that enqueues through c, which must not be nil.
+// The Client does not own c: closing c is the caller's job.
+func NewClient(c *asynq.Client, opts ...ClientOption) *Client {
+	cfg := newClientConfig(opts)
+	return &Client{ac: c, now: cfg.now}
+}
+
+// Enqueue validates t and enqueues it as an asynq task. The task's headers are
+// t.Headers plus the sluice metadata: Key and Cost when set, the enqueue time,
+// and the Timeout, Deadline and Retention found in opts (so that
+// [Client.Requeue] can give them to the copy it makes). opts are passed to
+// asynq unchanged; ctx bounds the enqueue call only.
+//
+// An invalid task is an error matching [ErrInvalidTask], with no I/O.
+func (c *Client) Enqueue(ctx context.Context, t Task, opts ...asynq.Option) (*asynq.TaskInfo, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	m := Meta{Key: t.Key, Cost: t.Cost, EnqueuedAt: c.now()}
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		// The last option of a kind wins, as in asynq.
+		switch v := opt.Value(); opt.Type() {
+		case asynq.TimeoutOpt:
+			if d, ok := v.(time.Duration); ok {
+				m.Timeout = max(d, 0)
+			}
+		case asynq.DeadlineOpt:
+			if d, ok := v.(time.Time); ok {
+				m.Deadline = time.Time{} // zero, or before 1970: no deadline to carry
+				if d.UnixMicro() > 0 {
+					m.Deadline = d
+				}
+			}
+		case asynq.RetentionOpt:
+			if d, ok := v.(time.Duration); ok {
+				m.Retention = max(d, 0)
+			}
+		}
+	}
+	h := maps.Clone(t.Headers)
+	if h == nil {
+		h = make(map[string]string, 4)
+	}
+	m.writeTo(h)
+	info, err := c.ac.EnqueueContext(ctx, asynq.NewTaskWithHeaders(t.Type, t.Payload, h), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("queue: enqueue %s: %w", t.Type, err)
+	}
+	return info, nil
+}

@@ -1,0 +1,210 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// Header names under which sluice keeps its metadata in an asynq task's
+// headers. Every name starting with "sluice-" is reserved; [Task.Validate]
+// rejects extra headers that use the prefix.
+//
+// Times are decimal Unix microseconds; durations are Go duration strings
+// ([time.Duration.String]).
+const (
+	HeaderKey            = "sluice-key"             // optional throttle key for this task (e.g. a tenant id)
+	HeaderCost           = "sluice-cost"            // optional tokens this task costs (positive int)
+	HeaderEnqueuedAt     = "sluice-enqueued-at"     // unix microseconds, set by Client.Enqueue
+	HeaderThrottledSince = "sluice-throttled-since" // unix microseconds, first time the job was sent back
+	HeaderRequeues       = "sluice-requeues"        // how many times it was sent back
+	HeaderSlot           = "sluice-slot"            // unix microseconds: the job holds a reservation starting then
+	HeaderOrigin         = "sluice-origin"          // task id of the first task in the chain
+	HeaderTimeout        = "sluice-timeout"         // asynq Timeout option given at enqueue, Go duration string
+	HeaderDeadline       = "sluice-deadline"        // asynq Deadline option, unix microseconds
+	HeaderRetention      = "sluice-retention"       // asynq Retention option, Go duration string
+)
+
+// reservedPrefix starts every header name sluice owns.
+const reservedPrefix = "sluice-"
+
+// ErrBadHeader is matched by the error [MetaOf] returns for a sluice header
+// whose value cannot be parsed.
+var ErrBadHeader = errors.New("queue: bad sluice header")
+
+// Meta is the sluice metadata read from a task's headers by [MetaOf].
+// A zero field means the header is absent.
+type Meta struct {
+	Key            string        // throttle key; "" lets the worker's policy decide
+	Cost           int           // tokens the task costs; 0 lets the policy decide
+	EnqueuedAt     time.Time     // when Client.Enqueue sent the first task of the chain
+	ThrottledSince time.Time     // when the job was first sent back
+	Slot           time.Time     // start of the reservation the job holds
+	Requeues       int           // how many times the job was sent back
+	Origin         string        // task id of the first task of the chain
+	Timeout        time.Duration // asynq Timeout option given at enqueue
+	Retention      time.Duration // asynq Retention option given at enqueue
+	Deadline       time.Time     // asynq Deadline option given at enqueue
+}
+
+// MetaOf reads the sluice metadata from t's headers. Absent headers, and
+// headers with an empty value, leave their field zero. A malformed value is
+// an error matching [ErrBadHeader] that names the header; the other fields
+// are still filled in.
+func MetaOf(t *asynq.Task) (Meta, error) {
+	if t == nil {
+		return Meta{}, nil
+	}
+	return parseMeta(t.Headers())
+}
+
+func parseMeta(h map[string]string) (Meta, error) {
+	var (
+		m    Meta
+		errs []error
+	)
+	get := func(name string, parse func(string) error) {
+		v, ok := h[name]
+		if !ok || v == "" {
+			return
+		}
+		if err := parse(v); err != nil {
+			errs = append(errs, fmt.Errorf("%w %s=%q: %v", ErrBadHeader, name, v, err))
+		}
+	}
+	get(HeaderKey, func(v string) error {
+		if err := checkText(v, MaxKeyLen); err != nil {
+			return err
+		}
+		m.Key = v
+		return nil
+	})
+	get(HeaderCost, func(v string) (err error) {
+		m.Cost, err = parseInt(v, 1, MaxCost)
+		return err
+	})
+	get(HeaderEnqueuedAt, func(v string) (err error) {
+		m.EnqueuedAt, err = parseMicros(v)
+		return err
+	})
+	get(HeaderThrottledSince, func(v string) (err error) {
+		m.ThrottledSince, err = parseMicros(v)
+		return err
+	})
+	get(HeaderSlot, func(v string) (err error) {
+		m.Slot, err = parseMicros(v)
+		return err
+	})
+	get(HeaderRequeues, func(v string) (err error) {
+		m.Requeues, err = parseInt(v, 0, maxInt)
+		return err
+	})
+	get(HeaderOrigin, func(v string) error {
+		if err := checkText(v, maxOriginLen); err != nil {
+			return err
+		}
+		m.Origin = v
+		return nil
+	})
+	get(HeaderTimeout, func(v string) (err error) {
+		m.Timeout, err = parseDuration(v)
+		return err
+	})
+	get(HeaderRetention, func(v string) (err error) {
+		m.Retention, err = parseDuration(v)
+		return err
+	})
+	get(HeaderDeadline, func(v string) (err error) {
+		m.Deadline, err = parseMicros(v)
+		return err
+	})
+	return m, errors.Join(errs...)
+}
+
+// writeTo stores m in h: each non-zero field under its header, and each zero
+// field's header removed. Headers m does not know about are left alone.
+func (m Meta) writeTo(h map[string]string) {
+	setText(h, HeaderKey, m.Key)
+	setInt(h, HeaderCost, m.Cost)
+	setMicros(h, HeaderEnqueuedAt, m.EnqueuedAt)
+	setMicros(h, HeaderThrottledSince, m.ThrottledSince)
+	setMicros(h, HeaderSlot, m.Slot)
+	setInt(h, HeaderRequeues, m.Requeues)
+	setText(h, HeaderOrigin, m.Origin)
+	setDuration(h, HeaderTimeout, m.Timeout)
+	setDuration(h, HeaderRetention, m.Retention)
+	setMicros(h, HeaderDeadline, m.Deadline)
+}
+
+const (
+	maxInt       = int(^uint(0) >> 1)
+	maxOriginLen = 1024 // asynq task ids are UUIDs unless the caller chose one
+)
+
+func parseInt(v string, lo, hi int) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, errors.New("not an integer")
+	}
+	if n < lo || n > hi {
+		return 0, fmt.Errorf("out of range [%d, %d]", lo, hi)
+	}
+	return n, nil
+}
+
+func parseMicros(v string) (time.Time, error) {
+	us, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return time.Time{}, errors.New("not an integer of Unix microseconds")
+	}
+	if us <= 0 {
+		return time.Time{}, errors.New("not a positive Unix time")
+	}
+	return time.UnixMicro(us), nil
+}
+
+func parseDuration(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, errors.New("not a Go duration")
+	}
+	if d < 0 {
+		return 0, errors.New("negative duration")
+	}
+	return d, nil
+}
+
+func setText(h map[string]string, name, v string) {
+	if v == "" {
+		delete(h, name)
+		return
+	}
+	h[name] = v
+}
+
+func setInt(h map[string]string, name string, n int) {
+	if n == 0 {
+		delete(h, name)
+		return
+	}
+	h[name] = strconv.Itoa(n)
+}
+
+func setMicros(h map[string]string, name string, t time.Time) {
+	if t.IsZero() {
+		delete(h, name)
+		return
+	}
+	h[name] = strconv.FormatInt(t.UnixMicro(), 10)
+}
+
+func setDuration(h map[string]string, name string, d time.Duration) {
+	if d == 0 {
+		delete(h, name)
+		return
+	}
+	h[name] = d.String()
+}

@@ -1,0 +1,9 @@
+package queue_test
+
+import (
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }

@@ -1,0 +1,116 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// ErrNotInHandler is matched by the error [Client.Requeue] returns when its
+// context is not the context asynq gave a handler.
+var ErrNotInHandler = errors.New("queue: context is not an asynq handler's context")
+
+// requeueTimeout bounds the enqueue a Requeue makes, which runs detached from
+// the handler's context so that a shutdown or a task timeout does not lose it.
+const requeueTimeout = 5 * time.Second
+
+// Requeue sends the job that ctx's handler is running back to its queue as a
+// copy that comes back after delay. The handler should then return nil (or
+// asynq.RevokeTask) so that asynq drops the original: the copy carries on.
+// This works for any MaxRetry, including 0 and a last retry, where returning
+// a throttled error to asynq would archive the task.
+//
+// ctx must be the asynq handler's context: Requeue reads the task id, queue,
+// retry count and max retry from it, or fails with [ErrNotInHandler]. The
+// enqueue itself runs on context.WithoutCancel(ctx), bounded by a few seconds,
+// so a shutdown that cancels ctx does not lose the job.
+//
+// The copy has t's type, payload and headers, with the sluice metadata
+// brought up to date: [HeaderOrigin] is kept, or set to the running task's id
+// on the first requeue; [HeaderRequeues] goes up by one; [HeaderThrottledSince]
+// is kept, or set to now on the first requeue; [HeaderSlot] is slot in Unix
+// microseconds, or removed when slot is zero. It goes to the same queue with
+// MaxRetry set to the retries the original had left, so throttling never
+// spends the retry budget, and with the Timeout, Deadline and Retention
+// recorded by [Client.Enqueue]. Other asynq options of the original (Unique,
+// Group) are not carried over.
+//
+// delay is given to asynq as ProcessIn; a negative delay is 0, which makes the
+// copy pending at once. asynq keeps the due time in whole Unix seconds,
+// truncated, so the copy may be due up to one second before delay has passed
+// (and it runs only when a forwarder next looks, every
+// Config.DelayedTaskCheckInterval): the caller that holds a reservation should
+// sleep out the rest when the copy runs.
+//
+// The copy's task id is deterministic: the origin id, "~", and the new requeue
+// count. If the worker dies after enqueueing the copy but before asynq drops
+// the original, the redelivered original's Requeue finds that id taken and
+// Requeue returns a nil TaskInfo and a nil error: the copy already exists. This
+// protects only while the copy is still known to asynq (pending, scheduled,
+// active, retrying, archived, or completed within its retention): asynq frees
+// a task id once the task has succeeded. Any other error is returned wrapped.
+func (c *Client) Requeue(ctx context.Context, t *asynq.Task, delay time.Duration, slot time.Time) (*asynq.TaskInfo, error) {
+	if t == nil {
+		return nil, errors.New("queue: requeue: nil task")
+	}
+	id, okID := asynq.GetTaskID(ctx)
+	qname, okQueue := asynq.GetQueueName(ctx)
+	retried, okRetried := asynq.GetRetryCount(ctx)
+	maxRetry, okMaxRetry := asynq.GetMaxRetry(ctx)
+	if !okID || !okQueue || !okRetried || !okMaxRetry {
+		return nil, fmt.Errorf("queue: requeue %s: %w", t.Type(), ErrNotInHandler)
+	}
+	if !slot.IsZero() && slot.UnixMicro() <= 0 {
+		return nil, fmt.Errorf("queue: requeue %s: slot %v is not after 1970", t.Type(), slot)
+	}
+	m, err := MetaOf(t)
+	if err != nil {
+		return nil, fmt.Errorf("queue: requeue %s: %w", t.Type(), err)
+	}
+	if m.Origin == "" {
+		m.Origin = id
+	}
+	m.Requeues++
+	if m.ThrottledSince.IsZero() {
+		m.ThrottledSince = c.now()
+	}
+	m.Slot = slot
+
+	h := maps.Clone(t.Headers()) // the map is asynq's own message: never write to it
+	if h == nil {
+		h = make(map[string]string, 4)
+	}
+	m.writeTo(h)
+
+	opts := []asynq.Option{
+		asynq.Queue(qname),
+		asynq.MaxRetry(max(maxRetry-retried, 0)),
+		asynq.ProcessIn(max(delay, 0)),
+		asynq.TaskID(m.Origin + "~" + strconv.Itoa(m.Requeues)),
+	}
+	if m.Timeout > 0 {
+		opts = append(opts, asynq.Timeout(m.Timeout))
+	}
+	if !m.Deadline.IsZero() {
+		opts = append(opts, asynq.Deadline(m.Deadline))
+	}
+	if m.Retention > 0 {
+		opts = append(opts, asynq.Retention(m.Retention))
+	}
+
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requeueTimeout)
+	defer cancel()
+	info, err := c.ac.EnqueueContext(ectx, asynq.NewTaskWithHeaders(t.Type(), t.Payload(), h), opts...)
+	switch {
+	case errors.Is(err, asynq.ErrTaskIDConflict):
+		return nil, nil // an earlier run of this same job already made the copy
+	case err != nil:
+		return nil, fmt.Errorf("queue: requeue %s: %w", t.Type(), err)
+	}
+	return info, nil
+}

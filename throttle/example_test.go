@@ -1,0 +1,117 @@
+package throttle_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/throttle"
+)
+
+func ExampleLimiter_Acquire() {
+	// A MemoryStore for the example; a fleet shares throttle.NewRedisStore(rdb).
+	lim := throttle.NewLimiter(throttle.NewMemoryStore())
+	limit := throttle.Limit{Rate: 100, Period: time.Second, Burst: 2}
+	ctx := context.Background()
+
+	start := time.Now()
+	for range 4 {
+		if err := lim.Acquire(ctx, "api", limit, 1); err != nil {
+			fmt.Println("error:", err)
+			return
+		}
+	}
+	// Two tokens at once, then one every 10 ms: the last call slept ~20 ms.
+	fmt.Println(time.Since(start) >= 19*time.Millisecond)
+	// Output: true
+}
+
+func ExampleLimiter_TryAcquire() {
+	lim := throttle.NewLimiter(throttle.NewMemoryStore())
+	limit := throttle.Limit{Rate: 1, Period: time.Minute, Burst: 1}
+	ctx := context.Background()
+
+	res, _ := lim.TryAcquire(ctx, "report", limit, 1)
+	fmt.Println(res.Allowed, res.Remaining)
+	res, _ = lim.TryAcquire(ctx, "report", limit, 1)
+	fmt.Println(res.Allowed, res.RetryAfter.Round(time.Second))
+	// Output:
+	// true 0
+	// false 1m0s
+}
+
+func ExampleLimiter_Acquire_deadline() {
+	lim := throttle.NewLimiter(throttle.NewMemoryStore())
+	limit := throttle.Limit{Rate: 1, Period: time.Hour, Burst: 1}
+	_ = lim.Acquire(context.Background(), "nightly", limit, 1)
+
+	// The next token is an hour away: with a 5 s deadline, Acquire fails at once.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := lim.Acquire(ctx, "nightly", limit, 1)
+	var le *throttle.LimitedError
+	if errors.As(err, &le) {
+		fmt.Println("limited, retry after", le.RetryAfter.Round(time.Minute))
+	}
+	// Output: limited, retry after 1h0m0s
+}
+
+func ExampleLimiter_AcquireAll() {
+	lim := throttle.NewLimiter(throttle.NewMemoryStore())
+	// A tenant's own limit and a global one, taken together. The shared hash tag
+	// {email} keeps both keys in one Redis Cluster slot.
+	buckets := []throttle.Bucket{
+		{Key: "{email}:tenant:42", Limit: throttle.Limit{Rate: 10, Burst: 1}},
+		{Key: "{email}:global", Limit: throttle.Limit{Rate: 1000, Burst: 100}},
+	}
+	err := lim.AcquireAll(context.Background(), buckets)
+	fmt.Println(err)
+
+	// Keys without a shared tag are refused before any I/O.
+	err = lim.AcquireAll(context.Background(), []throttle.Bucket{
+		{Key: "tenant:42", Limit: throttle.Limit{Rate: 10, Burst: 1}},
+		{Key: "global", Limit: throttle.Limit{Rate: 1000, Burst: 100}},
+	})
+	fmt.Println(errors.Is(err, throttle.ErrCrossSlot))
+	// Output:
+	// <nil>
+	// true
+}
+
+func ExampleLimiter_Reserve() {
+	lim := throttle.NewLimiter(throttle.NewMemoryStore())
+	limit := throttle.Limit{Rate: 1, Period: time.Second, Burst: 1}
+	ctx := context.Background()
+	_ = lim.Acquire(ctx, "export", limit, 1)
+
+	// Book the next token; decide later whether to wait for it.
+	r, err := lim.Reserve(ctx, "export", limit, 1, 10*time.Second)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(r.Delay() > 900*time.Millisecond)
+	_ = r.Cancel(ctx) // not needed after all: the token goes back
+	res, _ := lim.TryAcquire(ctx, "export", limit, 1)
+	fmt.Println(res.RetryAfter <= time.Second)
+	// Output:
+	// true
+	// true
+}
+
+func ExampleLimiter_Cooldown() {
+	lim := throttle.NewLimiter(throttle.NewMemoryStore())
+	limit := throttle.Limit{Rate: 50, Burst: 5}
+	ctx := context.Background()
+
+	// An upstream answered 429 with Retry-After: 30. Every caller of this bucket,
+	// on every host, waits; then they resume one token at a time.
+	next, _ := lim.Cooldown(ctx, "crm", limit, 30*time.Second)
+	fmt.Println(next)
+	res, _ := lim.TryAcquire(ctx, "crm", limit, 1)
+	fmt.Println(res.Allowed)
+	// Output:
+	// 30s
+	// false
+}

@@ -1,0 +1,5 @@
+package throttle
+
+import "runtime"
+
+func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
