@@ -2,7 +2,6 @@ package throttle
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
@@ -11,13 +10,15 @@ import (
 // books tokens now and lets the caller decide when to wait. The *All forms take
 // several buckets at once, all or nothing.
 //
-// A Limiter holds no bucket state of its own and starts no goroutines; it is
-// safe for concurrent use, and cheap enough to share one per process.
+// A Limiter holds no bucket state of its own, except the local buckets of
+// FailLocal, and starts no goroutines; it is safe for concurrent use, and cheap
+// enough to share one per process.
 type Limiter struct {
 	store Store
 	cfg   config
 	tel   *telemetry
-	err   error // configuration error, returned by every call
+	fb    *fallback // FailLocal's mode and local bucket; nil under other policies
+	err   error     // configuration error, returned by every call
 }
 
 // NewLimiter returns a Limiter over store.
@@ -28,6 +29,8 @@ func NewLimiter(store Store, opts ...Option) *Limiter {
 		l.err = err
 	} else if store == nil {
 		l.err = invalidf("NewLimiter: store is nil")
+	} else if c.failure == FailLocal {
+		l.fb, l.err = newFallback(c, l.tel)
 	}
 	return l
 }
@@ -158,7 +161,7 @@ func (l *Limiter) try(ctx context.Context, req request) (Result, error) {
 		l.tel.outcome(ctx, req.one.Key, outError)
 		return Result{}, err
 	}
-	d, err := l.decide(ctx, &req)
+	d, _, err := l.decide(ctx, &req)
 	if err != nil {
 		return Result{}, err
 	}
@@ -207,7 +210,7 @@ func (l *Limiter) reserve(ctx context.Context, req request) (*Reservation, error
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	d, err := l.decide(ctx, &req)
+	d, owner, err := l.decide(ctx, &req)
 	if err != nil {
 		return nil, err
 	}
@@ -215,35 +218,72 @@ func (l *Limiter) reserve(ctx context.Context, req request) (*Reservation, error
 		l.tel.outcome(ctx, req.one.Key, outDenied)
 		return nil, &LimitedError{RetryAfter: micros(d.wait)}
 	}
-	return newReservation(l, req, d), nil
+	return newReservation(owner, req, d), nil
 }
 
-// decide asks the store, applying the failure policy when it cannot answer.
-func (l *Limiter) decide(ctx context.Context, req *request) (decision, error) {
-	d, err := l.store.reserve(ctx, *req)
-	if err == nil {
-		return d, nil
+// decide asks the store, applying the failure policy when it cannot answer:
+// FailClosed returns the store's error, FailOpen grants, and FailLocal answers
+// from the local bucket, as it does without asking the store while it is in
+// fallback mode (fallback.go). The Limiter returned owns any reservation made
+// from the decision: l, or for a local decision the Limiter over the local
+// store, in which case *req has become the request that store answered.
+func (l *Limiter) decide(ctx context.Context, req *request) (decision, *Limiter, error) {
+	local, probe := l.fb.begin()
+	if local {
+		return l.fb.decide(ctx, req, l.fb.lastCause())
 	}
-	var inv *InvalidError
-	if errors.As(err, &inv) {
+	d, err := l.store.reserve(ctx, *req)
+	v := judge(ctx, err)
+	l.fb.end(probe, v, err)
+	if err == nil {
+		return d, l, nil
+	}
+	if v == answered { // the request was refused, say CROSSSLOT
 		l.tel.outcome(ctx, req.one.Key, outError)
-		return decision{}, err
+		return decision{}, nil, err
 	}
 	l.tel.storeError(ctx, "reserve")
-	if l.cfg.failure == FailOpen {
-		l.tel.failOpen.Add(ctx, 1)
-		l.tel.outcome(ctx, req.one.Key, outFailOpen)
-		return decision{granted: true, remaining: 0}, nil
+	if v == failed {
+		switch l.cfg.failure {
+		case FailOpen:
+			l.tel.failOpen.Add(ctx, 1)
+			l.tel.outcome(ctx, req.one.Key, outFailOpen)
+			return decision{granted: true, remaining: 0}, l, nil
+		case FailLocal:
+			return l.fb.decide(ctx, req, err)
+		}
 	}
 	l.tel.outcome(ctx, req.one.Key, outError)
-	return decision{}, err
+	return decision{}, nil, err
+}
+
+// cooldown puts a cooldown on b in the store, applying the failure policy as
+// decide does: under FailLocal, a store that cannot answer, or fallback mode,
+// puts it on the local bucket instead.
+func (l *Limiter) cooldown(ctx context.Context, b Bucket, d time.Duration) (time.Duration, error) {
+	local, probe := l.fb.begin()
+	if local {
+		return l.fb.cooldown(ctx, l.cfg.prefix, b, d, l.fb.lastCause())
+	}
+	next, err := l.store.cooldown(ctx, l.cfg.prefix, b, d)
+	v := judge(ctx, err)
+	l.fb.end(probe, v, err)
+	if err == nil {
+		return next, nil
+	}
+	l.tel.storeError(ctx, "cooldown")
+	if v == failed && l.cfg.failure == FailLocal {
+		return l.fb.cooldown(ctx, l.cfg.prefix, b, d, err)
+	}
+	return 0, err
 }
 
 // Cooldown grants nothing from the bucket key, to any process, for d; after
 // that the bucket resumes at limit's pace, one token first, so a fleet that was
 // told to back off (an upstream 429 with Retry-After) comes back one caller at
 // a time. A cooldown never shortens one already in place. It returns how long
-// until the bucket's next token.
+// until the bucket's next token. Under FailLocal in fallback mode, the cooldown
+// holds for this process only (see FailLocal).
 func (l *Limiter) Cooldown(ctx context.Context, key string, limit Limit, d time.Duration) (time.Duration, error) {
 	if l.err != nil {
 		return 0, l.err
@@ -257,9 +297,8 @@ func (l *Limiter) Cooldown(ctx context.Context, key string, limit Limit, d time.
 	if d <= 0 || d > time.Duration(maxSpan)*time.Microsecond {
 		return 0, invalidf("cooldown %v must be positive and at most %v", d, time.Duration(maxSpan)*time.Microsecond)
 	}
-	next, err := l.store.cooldown(ctx, l.cfg.prefix, Bucket{Key: key, Limit: limit, N: 1}, d)
+	next, err := l.cooldown(ctx, Bucket{Key: key, Limit: limit, N: 1}, d)
 	if err != nil {
-		l.tel.storeError(ctx, "cooldown")
 		return 0, err
 	}
 	l.tel.cooldowns.Add(ctx, 1)

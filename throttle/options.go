@@ -18,10 +18,20 @@ type config struct {
 	failure        FailurePolicy
 	refundTimeout  time.Duration
 	label          func(key string) string
+
+	// FailLocal (see fallback.go)
+	hosts         Hosts
+	probeInterval time.Duration
+	onModeChange  func(mode string, err error)
+	clock         Clock // mode timing and the local bucket; nil: the real clock
 }
 
+// defaultProbeInterval is how long FailLocal serves calls locally before it
+// asks the store again.
+const defaultProbeInterval = time.Second
+
 func newConfig(opts []Option) config {
-	c := config{prefix: DefaultKeyPrefix, refundTimeout: time.Second}
+	c := config{prefix: DefaultKeyPrefix, refundTimeout: time.Second, probeInterval: defaultProbeInterval}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -52,8 +62,52 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 }
 
 // WithFailurePolicy sets what a call does when the store cannot answer (default FailClosed).
+// FailLocal also needs WithHosts.
 func WithFailurePolicy(p FailurePolicy) Option {
 	return func(c *config) { c.failure = p }
+}
+
+// WithHosts tells FailLocal how many processes share the Limiter's limits: the
+// N each limit is divided by while the store is down. It may be a fixed count
+// (FixedHosts) or one learned at run time, say from a heartbeat the workers
+// keep in Redis (see Hosts for what such a count must do). Other policies
+// ignore it.
+//
+// Counting too many hosts is safe: the fleet gets less than its limit.
+// Counting too few is not: with k of N hosts missing from the count, a fleet in
+// fallback may take N/(N−k) times its limit. When in doubt, count high.
+func WithHosts(h Hosts) Option {
+	return func(c *config) { c.hosts = h }
+}
+
+// WithProbeInterval sets how long FailLocal answers calls from the local bucket,
+// without touching the store, after the store fails; then the next call asks
+// the store again (default 1s). A shorter interval returns to the shared limit
+// sooner; a longer one makes fewer callers wait on a store that is down. A
+// non-positive d keeps the default.
+func WithProbeInterval(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.probeInterval = d
+		}
+	}
+}
+
+// WithModeChange sets f to be called when FailLocal switches the Limiter from
+// ModeShared to ModeFallback (err is the store failure that caused it) or back
+// (err is nil), so that a program can log it; throttle itself does not log.
+//
+// f runs on the goroutine whose call caused the change, one change at a time
+// and in the order they happen, while the Limiter holds its mode lock: it must
+// return quickly and must not call the Limiter, except Mode.
+func WithModeChange(f func(mode string, err error)) Option {
+	return func(c *config) { c.onModeChange = f }
+}
+
+// withClock makes the mode timing of FailLocal (the probe interval) and its
+// local bucket read time from clk: for tests.
+func withClock(clk Clock) Option {
+	return func(c *config) { c.clock = clk }
 }
 
 // WithRefundTimeout bounds the store call that gives back a cancelled
@@ -73,7 +127,10 @@ func WithBucketLabel(label func(key string) string) Option {
 	return func(c *config) { c.label = label }
 }
 
-// FailurePolicy says what a Limiter does when its store cannot answer.
+// FailurePolicy says what a Limiter does when its store cannot answer: when a
+// store call fails, times out (the caller's deadline included), or answers
+// badly. Whatever the policy, a call whose context is cancelled while it waits
+// for the store returns the store's error: nobody is left to use a grant.
 type FailurePolicy int
 
 const (
@@ -84,6 +141,45 @@ const (
 	// metric sluice.throttle.failopen. Use it only where exceeding the limit is
 	// cheaper than not working.
 	FailOpen
+	// FailLocal limits each process by itself while the store is down: every
+	// bucket is served from a bucket in this process (a MemoryStore the Limiter
+	// owns) with Rate/N per Period and Burst/N, where N is the number of live
+	// hosts given by WithHosts. Burst/N is rounded down, but is at least 1, so
+	// that a single token can always be had; a request for more tokens than
+	// this host's share of Burst fails with the store's error (ErrUnavailable),
+	// as do all calls while the Hosts count is below 1 (unknown).
+	//
+	// Bound: over any window of length t, N hosts in fallback take at most
+	// N·(Burst/N + Rate/N·t/Period) tokens. With N right that is the limit
+	// itself, Burst + Rate·t/Period, plus the rounding of Burst/N up to 1 token,
+	// which adds at most N tokens (only when Burst < N). With k of the N hosts
+	// missing from the count, every share is 1/(N−k) and the fleet may take
+	// N/(N−k) times the limit. Each switch between modes may add one more
+	// Burst, as the bucket that answers afterwards does not know what the other
+	// granted. Hosts that can still reach the store keep the shared limit, so
+	// a fleet cut off from its store in part stays within the limit plus the
+	// cut-off hosts' shares.
+	//
+	// FailLocal needs WithHosts: without the number of hosts every call fails
+	// with ErrInvalid, before any I/O. A default of one host would give each
+	// process the full rate, so a fleet of N would take N times its limit
+	// exactly when the store cannot stop it.
+	//
+	// After a store failure the Limiter is in fallback mode (Mode, WithModeChange,
+	// the sluice.throttle.mode metric): for the probe interval (WithProbeInterval)
+	// calls go straight to the local bucket without touching the store, so no
+	// caller waits out a timeout against a dead server; after it, the next call
+	// asks the store, and if the store answers the Limiter is back in shared mode.
+	// Only one call at a time probes; the others stay local meanwhile. Grants
+	// made locally are counted in sluice.throttle.fallback.grants.
+	//
+	// A Reservation made in fallback belongs to the local bucket: Cancel gives
+	// its tokens back there, never to the store. Cooldown in fallback puts the
+	// cooldown on the local bucket and returns nil: each host that is told to
+	// back off does so, as each host limits itself; the store does not hear of
+	// it. A store call cut short by its caller's cancelled context says nothing
+	// about the store and does not change the mode.
+	FailLocal
 )
 
 func (p FailurePolicy) String() string {
@@ -92,6 +188,8 @@ func (p FailurePolicy) String() string {
 		return "fail-closed"
 	case FailOpen:
 		return "fail-open"
+	case FailLocal:
+		return "fail-local"
 	}
 	return "unknown"
 }

@@ -34,6 +34,9 @@ type telemetry struct {
 	errors     metric.Int64Counter
 	cooldowns  metric.Int64Counter
 	failOpen   metric.Int64Counter
+	fallback   metric.Int64Counter             // sluice.throttle.fallback.grants
+	mode       metric.Int64UpDownCounter       // sluice.throttle.mode
+	byMode     [2][]metric.AddOption           // shared, fallback
 	byOutcome  [numOutcomes][]metric.AddOption // prebuilt, so recording allocates nothing
 	waitOption []metric.RecordOption
 	label      func(string) string
@@ -57,6 +60,13 @@ func newTelemetry(c config) *telemetry {
 		metric.WithDescription("Cooldowns put on buckets."), metric.WithUnit("{cooldown}"))
 	t.failOpen, _ = m.Int64Counter("sluice.throttle.failopen",
 		metric.WithDescription("Calls granted without the store because of FailOpen."), metric.WithUnit("{call}"))
+	t.fallback, _ = m.Int64Counter("sluice.throttle.fallback.grants",
+		metric.WithDescription("Calls granted by the local bucket of FailLocal while the store was down."), metric.WithUnit("{call}"))
+	t.mode, _ = m.Int64UpDownCounter("sluice.throttle.mode",
+		metric.WithDescription("Limiters with FailLocal by mode, shared or fallback: each counts 1 in its current mode."), metric.WithUnit("{limiter}"))
+	for i, name := range [2]string{ModeShared, ModeFallback} {
+		t.byMode[i] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("sluice.mode", name)))}
+	}
 	for o := range t.byOutcome {
 		t.byOutcome[o] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("sluice.outcome", outcomeNames[o])))}
 	}
@@ -89,4 +99,13 @@ func (t *telemetry) waited(ctx context.Context, key string, d time.Duration) {
 
 func (t *telemetry) storeError(ctx context.Context, op string) {
 	t.errors.Add(ctx, 1, metric.WithAttributes(attribute.String("sluice.op", op)))
+}
+
+// inMode adds delta to a Limiter's count in sluice.throttle.mode: in fallback if down, else shared.
+func (t *telemetry) inMode(ctx context.Context, down bool, delta int64) {
+	i := 0
+	if down {
+		i = 1
+	}
+	t.mode.Add(ctx, delta, t.byMode[i]...)
 }

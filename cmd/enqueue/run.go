@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/queue"
+)
+
+const (
+	// pingTimeout bounds the first contact with Redis.
+	pingTimeout = 3 * time.Second
+	// callTimeout bounds one enqueue call.
+	callTimeout = 10 * time.Second
+	// senders is how many goroutines enqueue at once: each call is one round
+	// trip, so a few in flight multiply throughput.
+	senders = 8
+)
+
+// progressEvery is how often progress is printed for a long run.
+var progressEvery = time.Second
+
+// run is the whole command, minus signal handling: ctx ends when the user
+// interrupts. It returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c, err := parseFlags(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		printUsage(stdout)
+		return cli.ExitOK
+	case err != nil:
+		cli.Report(stderr, prog, err)
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", prog)
+		return cli.ExitCode(err)
+	}
+	opt, _, err := cli.RedisFromURL(c.redisURL)
+	if err != nil {
+		return cli.Report(stderr, prog, err)
+	}
+
+	pingCtx, cancel := context.WithTimeout(ctx, pingTimeout)
+	err = cli.Ping(pingCtx, opt)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(stderr, "%s: interrupted before enqueuing anything\n", prog)
+			return cli.ExitInterrupted
+		}
+		return cli.Report(stderr, prog, err)
+	}
+
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	// The asynq client shares rdb, so it needs no closing of its own.
+	qc := queue.NewClient(asynq.NewClientFromRedisClient(rdb))
+
+	start := time.Now()
+	var progress func(done int)
+	if !c.quiet {
+		progress = func(done int) { printProgress(stderr, done, c.count, time.Since(start)) }
+	}
+	done, err := enqueue(ctx, qc, c, progress)
+	elapsed := time.Since(start)
+
+	if !c.quiet || err != nil {
+		printSummary(stdout, c, done, elapsed)
+	}
+	switch {
+	case err != nil:
+		return cli.Report(stderr, prog, fmt.Errorf("stopped after %d of %d tasks: %w", done, c.count, err))
+	case done < c.count:
+		fmt.Fprintf(stderr, "%s: interrupted after %d of %d tasks\n", prog, done, c.count)
+		return cli.ExitInterrupted
+	}
+	return cli.ExitOK
+}
+
+// enqueue sends c.count copies of c.task with a few goroutines, which it
+// waits for. It stops taking new tasks when ctx ends, lets the calls in
+// flight finish, and returns how many tasks are on the queue. It stops at the
+// first failed call and returns its error. progress, if not nil, is called
+// every progressEvery while it runs.
+func enqueue(ctx context.Context, qc *queue.Client, c config, progress func(done int)) (int, error) {
+	var (
+		claimed, done atomic.Int64
+		wg            sync.WaitGroup
+		firstErr      error
+		errOnce       sync.Once
+	)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	// Calls in flight finish even when ctx ends, so that the count is exact.
+	callBase := context.WithoutCancel(ctx)
+
+	for range min(senders, c.count) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for runCtx.Err() == nil && claimed.Add(1) <= int64(c.count) {
+				callCtx, cancel := context.WithTimeout(callBase, callTimeout)
+				_, err := qc.Enqueue(callCtx, c.task, c.opts...)
+				cancel()
+				if err != nil {
+					errOnce.Do(func() { firstErr = err })
+					stop()
+					return
+				}
+				done.Add(1)
+			}
+		}()
+	}
+
+	finished := make(chan struct{})
+	var reporter sync.WaitGroup
+	if progress != nil {
+		reporter.Add(1)
+		go func() {
+			defer reporter.Done()
+			tick := time.NewTicker(progressEvery)
+			defer tick.Stop()
+			for {
+				select {
+				case <-finished:
+					return
+				case <-tick.C:
+					progress(int(done.Load()))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(finished)
+	reporter.Wait()
+	return int(done.Load()), firstErr
+}
+
+// printProgress writes a line such as "enqueued 12000/50000 (24%) 8100/s".
+func printProgress(w io.Writer, done, count int, elapsed time.Duration) {
+	fmt.Fprintf(w, "enqueued %d/%d (%d%%) %.0f/s\n", done, count, done*100/count, rate(done, elapsed))
+}
+
+// printSummary writes a line such as
+// "enqueued 500 tasks of type email:send to queue default in 0.12s (4100/s)".
+func printSummary(w io.Writer, c config, done int, elapsed time.Duration) {
+	noun := "tasks"
+	if done == 1 {
+		noun = "task"
+	}
+	fmt.Fprintf(w, "enqueued %d %s of type %s to queue %s in %.2fs (%.0f/s)", done, noun, c.task.Type, c.queue, elapsed.Seconds(), rate(done, elapsed))
+	if c.in > 0 {
+		fmt.Fprintf(w, ", to run in %v", c.in)
+	}
+	fmt.Fprintln(w)
+}
+
+func rate(n int, elapsed time.Duration) float64 {
+	if elapsed <= 0 {
+		return 0
+	}
+	return float64(n) / elapsed.Seconds()
+}

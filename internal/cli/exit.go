@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// Exit codes of sluice's commands.
+const (
+	ExitOK          = 0
+	ExitFailure     = 1   // a runtime failure
+	ExitUsage       = 2   // bad usage or input
+	ExitInterrupted = 130 // stopped by a signal before finishing, as shells report SIGINT
+)
+
+// ErrUsage is matched by errors that report bad usage or input: [Usagef]
+// makes them, and [RedisFromURL] returns them.
+var ErrUsage = errors.New("cli: bad usage")
+
+// usageError is a message that matches ErrUsage.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string        { return e.err.Error() }
+func (e *usageError) Unwrap() error        { return e.err }
+func (e *usageError) Is(target error) bool { return target == ErrUsage }
+
+// Usagef formats an error, as fmt.Errorf does (%w included), that matches
+// [ErrUsage], so that [ExitCode] gives [ExitUsage] for it.
+func Usagef(format string, args ...any) error {
+	return &usageError{err: fmt.Errorf(format, args...)}
+}
+
+// ExitCode returns the exit code for err: [ExitOK] for nil, [ExitUsage] if
+// it matches [ErrUsage], else [ExitFailure].
+func ExitCode(err error) int {
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, ErrUsage):
+		return ExitUsage
+	}
+	return ExitFailure
+}
+
+// Report writes "prog: err" on a line of its own to w and returns
+// [ExitCode](err). It writes nothing for a nil err.
+func Report(w io.Writer, prog string, err error) int {
+	if err != nil {
+		fmt.Fprintf(w, "%s: %v\n", prog, err)
+	}
+	return ExitCode(err)
+}
+
+// Prog returns the program's name, the last element of os.Args[0].
+func Prog() string {
+	if len(os.Args) == 0 || os.Args[0] == "" {
+		return "sluice"
+	}
+	return filepath.Base(os.Args[0])
+}
+
+// Fatalf writes "<prog>: message" to stderr and exits: with [ExitUsage] if
+// the message's error matches [ErrUsage] (format with %w to keep it, or make
+// the error with [Usagef]), else with [ExitFailure]. It is for main; code
+// that can be tested returns errors instead.
+func Fatalf(format string, args ...any) {
+	os.Exit(Report(os.Stderr, Prog(), fmt.Errorf(format, args...)))
+}

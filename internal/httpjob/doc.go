@@ -1,0 +1,16 @@
+// Package httpjob is sluice's built-in job type "http:request": a job that makes one HTTP request.
+//
+// The payload is JSON such as
+//
+//	{"url": "https://api.example.com/v1/charge", "method": "POST",
+//	 "headers": {"Content-Type": "application/json"}, "body": "{\"amount\": 100}"}
+//
+// and [Handler] runs it. A 429 or 503 answer becomes a *workers.UpstreamError,
+// which makes the worker pool pause the job's bucket on every host; see
+// [Handler.ProcessTask] for the other outcomes.
+//
+// Whoever can enqueue an http:request job can make the workers send any
+// request they can reach, internal addresses included: run them where that is
+// acceptable, or give the Handler a Client whose transport restricts where it
+// dials.
+package httpjob

@@ -1,0 +1,20 @@
+// Package limitspec parses the limits a worker enforces, from --limit flags and from a limits file.
+//
+// A limit for one task type is written
+//
+//	TYPE=RATE/UNIT[,burst=N][,key=TEMPLATE][,max-wait=DURATION][,cost=N][,global=RATE/UNIT[:BURST]]
+//
+// for example
+//
+//	http:request=50/s,burst=5
+//	email:send=100/m,burst=10,key=tenant:{payload.tenant}
+//
+// RATE is a positive decimal number of tokens (50, 0.5) and UNIT one of s, m
+// or h (also sec, second, min, minute, hour, and their plurals). A burst left
+// out defaults to the tokens the bucket earns in one second, rounded up, and at
+// least 1: 50/s gets 50, 100/m gets 2, 0.5/s gets 1. The same default applies to
+// the burst of a global limit written without ":BURST".
+//
+// The limits file holds the same fields as JSON; see [LoadFile]. [Merge]
+// combines the two, flags winning.
+package limitspec

@@ -1,0 +1,52 @@
+package limitspec_test
+
+import (
+	"fmt"
+	"log"
+
+	"github.com/sluicehq/sluice/internal/limitspec"
+)
+
+func ExampleParse() {
+	sp, err := limitspec.Parse("email:send=100/m,burst=10,key=tenant:{payload.tenant},max-wait=2s")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(sp.Type, sp.Limit, sp.Key, sp.MaxWait)
+
+	// The burst defaults to a second's worth of tokens.
+	sp, _ = limitspec.Parse("http:request=50/s")
+	fmt.Println(sp.Limit.Burst)
+
+	_, err = limitspec.Parse("http:request=50/q")
+	fmt.Println(err)
+	// Output:
+	// email:send 100/1m0s burst 10 tenant:{payload.tenant} 2s
+	// 50
+	// limit "http:request=50/q": unknown unit "q" (want s, m or h)
+}
+
+// Flags given on the command line replace the file's entry for the same type.
+func ExampleMerge() {
+	file := []limitspec.Spec{mustParse("http:request=50/s"), mustParse("email:send=100/m")}
+	flags := []limitspec.Spec{mustParse("email:send=10/s,burst=2"), mustParse("sms:send=1/s")}
+	merged, err := limitspec.Merge(file, flags)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, sp := range merged {
+		fmt.Println(sp)
+	}
+	// Output:
+	// http:request=50/s,burst=50
+	// email:send=10/s,burst=2
+	// sms:send=1/s,burst=1
+}
+
+func mustParse(s string) limitspec.Spec {
+	sp, err := limitspec.Parse(s)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return sp
+}

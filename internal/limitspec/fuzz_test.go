@@ -1,0 +1,76 @@
+package limitspec
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// FuzzParse checks that Parse never panics, that what it accepts validates
+// and round-trips through String, and that what it rejects is an ErrInvalid
+// naming the spec.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		"http:request=50/s,burst=5",
+		"email:send=100/m,burst=10,key=tenant:{payload.tenant}",
+		"llm:call=500/m,burst=20,key={acct}:{payload.account},max-wait=2s,cost=3,global=5000/m:100",
+		"a=0.5/second,global=1/h",
+		"x=50/q",
+		"a=1/s,,",
+		"a=1000000/s,burst=1",
+		"a=1/h,burst=1073741824",
+		"a=99999999999999999999999/s",
+		"a=1/s,key={{}}",
+		"a=1/s,max-wait=9223372036854775807ns",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		sp, err := Parse(s)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Parse(%q): error %v does not match ErrInvalid", s, err)
+			}
+			if !strings.HasPrefix(err.Error(), "limit ") {
+				t.Fatalf("Parse(%q): error %q does not name the spec", s, err)
+			}
+			return
+		}
+		if err := sp.Validate(); err != nil {
+			t.Fatalf("Parse(%q) = %+v, which does not validate: %v", s, sp, err)
+		}
+		if err := sp.Limit.Validate(); err != nil {
+			t.Fatalf("Parse(%q): limit %v does not validate: %v", s, sp.Limit, err)
+		}
+		if sp.Global != nil {
+			if err := sp.Global.Validate(); err != nil {
+				t.Fatalf("Parse(%q): global %v does not validate: %v", s, *sp.Global, err)
+			}
+		}
+		if sp.Type == "" || len(sp.Type) > MaxTypeLen || len(sp.Key) > MaxKeyLen || sp.Limit.Burst < 1 || sp.Cost < 0 || sp.MaxWait < 0 {
+			t.Fatalf("Parse(%q) = %+v: out of bounds", s, sp)
+		}
+		again, err := Parse(sp.String())
+		if err != nil {
+			t.Fatalf("Parse(%q).String() = %q, which does not parse: %v", s, sp.String(), err)
+		}
+		if again.String() != sp.String() || !equal(again, sp) {
+			t.Fatalf("round trip of %q through %q gave %+v, want %+v", s, sp.String(), again, sp)
+		}
+		if utf8.ValidString(s) && !utf8.ValidString(sp.String()) {
+			t.Fatalf("String of valid UTF-8 %q is not: %q", s, sp.String())
+		}
+	})
+}
+
+func equal(a, b Spec) bool {
+	if (a.Global == nil) != (b.Global == nil) {
+		return false
+	}
+	if a.Global != nil && *a.Global != *b.Global {
+		return false
+	}
+	a.Global, b.Global = nil, nil
+	return a == b
+}

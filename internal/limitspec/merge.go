@@ -1,0 +1,51 @@
+package limitspec
+
+import "fmt"
+
+// Merge combines the limits from a file with those from --limit flags. A flag
+// for a type the file also has replaces the file's entry whole, in the file's
+// place; flags for other types follow, in flag order. Two flags for one type,
+// two file entries for one type, or any Spec that fails [Spec.Validate], is an
+// error matching [ErrInvalid]. The inputs are not modified.
+func Merge(file, flags []Spec) ([]Spec, error) {
+	fromFlag := make(map[string]int, len(flags))
+	for i, sp := range flags {
+		if err := sp.Validate(); err != nil {
+			return nil, fmt.Errorf("--limit %s: %w", quote(sp.Type), err)
+		}
+		if j, dup := fromFlag[sp.Type]; dup {
+			return nil, invalidf("--limit given twice for type %s (flags %d and %d)", quote(sp.Type), j+1, i+1)
+		}
+		fromFlag[sp.Type] = i
+	}
+	out := make([]Spec, 0, len(file)+len(flags))
+	inFile := make(map[string]bool, len(file))
+	for _, sp := range file {
+		if err := sp.Validate(); err != nil {
+			return nil, fmt.Errorf("limits file entry for %s: %w", quote(sp.Type), err)
+		}
+		if inFile[sp.Type] {
+			return nil, invalidf("limits file has two entries for type %s", quote(sp.Type))
+		}
+		inFile[sp.Type] = true
+		if i, ok := fromFlag[sp.Type]; ok {
+			sp = flags[i]
+		}
+		out = append(out, sp.clone())
+	}
+	for _, sp := range flags {
+		if !inFile[sp.Type] {
+			out = append(out, sp.clone())
+		}
+	}
+	return out, nil
+}
+
+// clone returns a copy of s that shares no memory with it.
+func (s Spec) clone() Spec {
+	if s.Global != nil {
+		g := *s.Global
+		s.Global = &g
+	}
+	return s
+}

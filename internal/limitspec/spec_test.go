@@ -1,0 +1,196 @@
+package limitspec
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/throttle"
+)
+
+func TestParseValid(t *testing.T) {
+	global := func(rate float64, period time.Duration, burst int) *throttle.Limit {
+		return &throttle.Limit{Rate: rate, Period: period, Burst: burst}
+	}
+	tests := []struct {
+		in   string
+		want Spec
+	}{
+		{"http:request=50/s,burst=5", Spec{Type: "http:request", Limit: throttle.Limit{Rate: 50, Period: time.Second, Burst: 5}}},
+		{"email:send=100/m,burst=10,key=tenant:{payload.tenant}", Spec{
+			Type: "email:send", Limit: throttle.Limit{Rate: 100, Period: time.Minute, Burst: 10}, Key: "tenant:{payload.tenant}",
+		}},
+		// Default bursts: ceil(tokens per second), at least 1.
+		{"a=50/s", Spec{Type: "a", Limit: throttle.Limit{Rate: 50, Period: time.Second, Burst: 50}}},
+		{"a=100/m", Spec{Type: "a", Limit: throttle.Limit{Rate: 100, Period: time.Minute, Burst: 2}}},
+		{"a=60/m", Spec{Type: "a", Limit: throttle.Limit{Rate: 60, Period: time.Minute, Burst: 1}}},
+		{"a=0.5/s", Spec{Type: "a", Limit: throttle.Limit{Rate: 0.5, Period: time.Second, Burst: 1}}},
+		{"a=7200/h", Spec{Type: "a", Limit: throttle.Limit{Rate: 7200, Period: time.Hour, Burst: 2}}},
+		{"a=2.5/s", Spec{Type: "a", Limit: throttle.Limit{Rate: 2.5, Period: time.Second, Burst: 3}}},
+		// Long unit names, spaces around parts.
+		{"a=1/sec", Spec{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Second, Burst: 1}}},
+		{"a=1/second", Spec{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Second, Burst: 1}}},
+		{"a=1/min", Spec{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Minute, Burst: 1}}},
+		{"a=1/minute", Spec{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Minute, Burst: 1}}},
+		{"a=1/hour", Spec{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Hour, Burst: 1}}},
+		{"a=1/Hours", Spec{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Hour, Burst: 1}}},
+		{" a = 3 / s , burst = 4 ", Spec{Type: "a", Limit: throttle.Limit{Rate: 3, Period: time.Second, Burst: 4}}},
+		// Every option.
+		{"llm:call=500/m,burst=20,key={acct}:{payload.account},max-wait=2s,cost=3,global=5000/m:100", Spec{
+			Type:    "llm:call",
+			Limit:   throttle.Limit{Rate: 500, Period: time.Minute, Burst: 20},
+			Key:     "{acct}:{payload.account}",
+			MaxWait: 2 * time.Second,
+			Cost:    3,
+			Global:  global(5000, time.Minute, 100),
+		}},
+		{"a=1/s,global=10/s", Spec{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Second, Burst: 1}, Global: global(10, time.Second, 10)}},
+		{"a=10/s,key=k=v", Spec{Type: "a", Limit: throttle.Limit{Rate: 10, Period: time.Second, Burst: 10}, Key: "k=v"}},
+		// Options in any order.
+		{"a=10/s,cost=2,burst=4", Spec{Type: "a", Limit: throttle.Limit{Rate: 10, Period: time.Second, Burst: 4}, Cost: 2}},
+		// The fastest bucket throttle allows: one token per microsecond.
+		{"a=1000000/s,burst=1", Spec{Type: "a", Limit: throttle.Limit{Rate: 1e6, Period: time.Second, Burst: 1}}},
+	}
+	for i, tt := range tests {
+		got, err := Parse(tt.in)
+		require.NoError(t, err, "%d: %q", i, tt.in)
+		assert.Equal(t, tt.want, got, "%d: %q", i, tt.in)
+
+		again, err := Parse(got.String())
+		require.NoError(t, err, "%d: String() = %q", i, got.String())
+		assert.Equal(t, got, again, "%d: round trip through %q", i, got.String())
+	}
+}
+
+func TestParseInvalid(t *testing.T) {
+	tests := []struct {
+		in   string
+		want string // the whole message
+	}{
+		{"x=50/q", `limit "x=50/q": unknown unit "q" (want s, m or h)`},
+		{"", `limit "": want TYPE=RATE/UNIT, e.g. http:request=50/s`},
+		{"http:request", `limit "http:request": want TYPE=RATE/UNIT, e.g. http:request=50/s`},
+		{"=50/s", `limit "=50/s": type is empty`},
+		{"a=50", `limit "a=50": rate "50" has no unit: want RATE/UNIT, e.g. 50/s`},
+		{"a=/s", `limit "a=/s": rate "" is not a positive decimal number`},
+		{"a=0/s", `limit "a=0/s": rate "0" is not a positive decimal number`},
+		{"a=0.0/s", `limit "a=0.0/s": rate "0.0" is not a positive decimal number`},
+		{"a=-1/s", `limit "a=-1/s": rate "-1" is not a positive decimal number`},
+		{"a=1e3/s", `limit "a=1e3/s": rate "1e3" is not a positive decimal number`},
+		{"a=Inf/s", `limit "a=Inf/s": rate "Inf" is not a positive decimal number`},
+		{"a=.5/s", `limit "a=.5/s": rate ".5" is not a positive decimal number`},
+		{"a=5./s", `limit "a=5./s": rate "5." is not a positive decimal number`},
+		{"a=0x10/s", `limit "a=0x10/s": rate "0x10" is not a positive decimal number`},
+		{"a=5/d", `limit "a=5/d": unknown unit "d" (want s, m or h)`},
+		{"a=5/", `limit "a=5/": unknown unit "" (want s, m or h)`},
+		{"a=5/1s", `limit "a=5/1s": unknown unit "1s" (want s, m or h)`},
+		{"a=2000000/s", `limit "a=2000000/s": rate 2e+06 per 1s is faster than one token per microsecond`},
+		{"a=5/s,", `limit "a=5/s,": empty option (a stray comma?)`},
+		{"a=5/s,,burst=1", `limit "a=5/s,,burst=1": empty option (a stray comma?)`},
+		{"a=5/s,burst", `limit "a=5/s,burst": option "burst" is not NAME=VALUE`},
+		{"a=5/s,burst=0", `limit "a=5/s,burst=0": burst "0" is not a whole number from 1 to 1073741824`},
+		{"a=5/s,burst=-1", `limit "a=5/s,burst=-1": burst "-1" is not a whole number from 1 to 1073741824`},
+		{"a=5/s,burst=+3", `limit "a=5/s,burst=+3": burst "+3" is not a whole number from 1 to 1073741824`},
+		{"a=5/s,burst=1.5", `limit "a=5/s,burst=1.5": burst "1.5" is not a whole number from 1 to 1073741824`},
+		{"a=5/s,burst=99999999999999999999", `limit "a=5/s,burst=99999999999999999999": burst "99999999999999999999" is not a whole number from 1 to 1073741824`},
+		{"a=5/s,burst=1,burst=2", `limit "a=5/s,burst=1,burst=2": burst given twice`},
+		{"a=5/s,rate=2", `limit "a=5/s,rate=2": unknown option "rate" (want burst, key, max-wait, cost or global)`},
+		{"a=5/s,max_wait=1s", `limit "a=5/s,max_wait=1s": unknown option "max_wait" (want burst, key, max-wait, cost or global)`},
+		{"a=5/s,key=", `limit "a=5/s,key=": key is empty (leave it out for no key)`},
+		{"a=5/s,key=t:{payload.tenant", `limit "a=5/s,key=t:{payload.tenant": key "t:{payload.tenant": '{' at byte 2 is never closed`},
+		{"a=5/s,key=t:}", `limit "a=5/s,key=t:}": key "t:}": '}' at byte 2 has no '{'`},
+		{"a=5/s,key=t:{}", `limit "a=5/s,key=t:{}": key "t:{}": empty {} at byte 2`},
+		{"a=5/s,key={a{b}}", `limit "a=5/s,key={a{b}}": key "{a{b}}": '{' at byte 2 inside another {...}`},
+		{"a=5/s,key=a\tb", `limit "a=5/s,key=a\tb": key "a\tb" contains a control character`},
+		{"a=5/s,max-wait=soon", `limit "a=5/s,max-wait=soon": max-wait "soon" is not a duration such as 2s or 500ms`},
+		{"a=5/s,max-wait=0", `limit "a=5/s,max-wait=0": max-wait 0s must be positive (leave it out for the worker's default)`},
+		{"a=5/s,max-wait=-1s", `limit "a=5/s,max-wait=-1s": max-wait -1s must be positive (leave it out for the worker's default)`},
+		{"a=5/s,cost=0", `limit "a=5/s,cost=0": cost "0" is not a whole number from 1 to 1073741824`},
+		{"a=5/s,burst=2,cost=3", `limit "a=5/s,burst=2,cost=3": cost 3 is larger than burst 2: no job could ever run`},
+		{"a=5/s,cost=3,global=1/s", `limit "a=5/s,cost=3,global=1/s": cost 3 is larger than global burst 1: no job could ever run`},
+		{"a=5/s,global=1/w", `limit "a=5/s,global=1/w": global: unknown unit "w" (want s, m or h)`},
+		{"a=5/s,global=1/s:0", `limit "a=5/s,global=1/s:0": global burst "0" is not a whole number from 1 to 1073741824`},
+		{"a=5/s,global=1/s:", `limit "a=5/s,global=1/s:": global burst "" is not a whole number from 1 to 1073741824`},
+		{"a=5/s,global=9000000/s", `limit "a=5/s,global=9000000/s": global rate 9e+06 per 1s is faster than one token per microsecond`},
+		{"a\x00b=5/s", `limit "a\x00b=5/s": type "a\x00b" contains a control character`},
+		{strings.Repeat("t", 257) + "=1/s", `limit "` + strings.Repeat("t", 80) + `"...: type is 257 bytes, longer than 256`},
+		{"a=1/s,key=" + strings.Repeat("k", 257), `limit "a=1/s,key=` + strings.Repeat("k", 70) + `"...: key is 257 bytes, longer than 256`},
+		// A bucket that takes longer than throttle allows to fill.
+		{"a=1/h,burst=1000000000", `limit "a=1/h,burst=1000000000": rate 1 per 1h0m0s with burst 1000000000 takes longer than 27777h46m40s to fill`},
+	}
+	for i, tt := range tests {
+		got, err := Parse(tt.in)
+		require.Error(t, err, "%d: %q parsed as %+v", i, tt.in, got)
+		assert.Equal(t, tt.want, err.Error(), "%d: %q", i, tt.in)
+		assert.ErrorIs(t, err, ErrInvalid, "%d: %q", i, tt.in)
+		assert.Equal(t, Spec{}, got, "%d: %q", i, tt.in)
+	}
+}
+
+func TestDefaultBurst(t *testing.T) {
+	tests := []struct {
+		rate   float64
+		period time.Duration
+		want   int
+	}{
+		{50, time.Second, 50},
+		{0.5, time.Second, 1},
+		{1.2, time.Second, 2},
+		{100, time.Minute, 2},
+		{60, time.Minute, 1},
+		{3600, time.Hour, 1},
+		{3601, time.Hour, 2},
+		{0.3 * 3, time.Second, 1}, // 0.8999999999999999: float noise must not round it to 2
+		{3, 0, 3},                 // a zero period means one second, as in throttle
+		{1e300, time.Second, maxCount},
+	}
+	for i, tt := range tests {
+		assert.Equal(t, tt.want, DefaultBurst(tt.rate, tt.period), "%d: %v per %v", i, tt.rate, tt.period)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := Spec{Type: "a", Limit: throttle.PerSecond(10, 10)}
+	require.NoError(t, ok.Validate())
+
+	tests := []struct {
+		name   string
+		change func(*Spec)
+		want   string
+	}{
+		{"empty type", func(s *Spec) { s.Type = "" }, "type is empty"},
+		{"space around type", func(s *Spec) { s.Type = " a" }, `type " a" starts or ends with a space`},
+		{"comma in type", func(s *Spec) { s.Type = "a,b" }, `type "a,b" must not contain '=' or ','`},
+		{"zero burst", func(s *Spec) { s.Limit.Burst = 0 }, "burst 0 must be at least 1"},
+		{"bad global", func(s *Spec) { s.Global = &throttle.Limit{Rate: -1, Burst: 1} }, "global rate -1 must be positive"},
+		{"comma in key", func(s *Spec) { s.Key = "a,b" }, `key "a,b" must not contain ','`},
+		{"space around key", func(s *Spec) { s.Key = "a " }, `key "a " starts or ends with a space`},
+		{"negative max wait", func(s *Spec) { s.MaxWait = -time.Second }, "max-wait -1s must not be negative"},
+		{"negative cost", func(s *Spec) { s.Cost = -1 }, "cost -1 must not be negative"},
+	}
+	for _, tt := range tests {
+		s := ok
+		tt.change(&s)
+		err := s.Validate()
+		require.Error(t, err, tt.name)
+		assert.Equal(t, tt.want, err.Error(), tt.name)
+		assert.True(t, errors.Is(err, ErrInvalid), tt.name)
+	}
+}
+
+func TestString(t *testing.T) {
+	sp := Spec{
+		Type:    "email:send",
+		Limit:   throttle.Limit{Rate: 0.5, Period: time.Minute, Burst: 1},
+		Key:     "tenant:{payload.tenant}",
+		MaxWait: 1500 * time.Millisecond,
+		Cost:    1,
+		Global:  &throttle.Limit{Rate: 100, Period: time.Hour, Burst: 10},
+	}
+	assert.Equal(t, "email:send=0.5/m,burst=1,key=tenant:{payload.tenant},max-wait=1.5s,cost=1,global=100/h:10", sp.String())
+	assert.Equal(t, "a=3/s,burst=3", Spec{Type: "a", Limit: throttle.Limit{Rate: 3, Burst: 3}}.String())
+}

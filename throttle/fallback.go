@@ -1,0 +1,259 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The modes of a Limiter, as Mode and WithModeChange report them.
+const (
+	// ModeShared: calls are decided by the store, whose limits the fleet shares.
+	ModeShared = "shared"
+	// ModeFallback: under FailLocal, the store has failed and calls are decided
+	// by a bucket in this process at its share of each limit.
+	ModeFallback = "fallback"
+)
+
+// Hosts tells FailLocal how many processes share a Limiter's limits. Hosts is
+// called for each call the local bucket answers, while the store is down: it
+// must be cheap, safe for concurrent use, and must not need the store, so a
+// count learned from a heartbeat kept in Redis must be answered from its last
+// reading. A count below 1 means unknown: calls then fail as under FailClosed.
+type Hosts interface {
+	Hosts() int
+}
+
+// HostsFunc adapts a function to Hosts.
+type HostsFunc func() int
+
+// Hosts returns f().
+func (f HostsFunc) Hosts() int { return f() }
+
+// FixedHosts returns a count of n hosts that never changes. An n below 1 makes
+// every call of a FailLocal Limiter fail with ErrInvalid.
+func FixedHosts(n int) Hosts { return fixedHosts(n) }
+
+type fixedHosts int
+
+func (h fixedHosts) Hosts() int { return int(h) }
+
+// Mode reports where the Limiter's decisions come from: ModeShared, the store;
+// or ModeFallback, under FailLocal while the store cannot answer, a bucket in
+// this process. A Limiter with any other failure policy is always in ModeShared.
+func (l *Limiter) Mode() string {
+	if l.fb != nil && l.fb.down.Load() {
+		return ModeFallback
+	}
+	return ModeShared
+}
+
+// fallback is the state of FailLocal: the mode, when the store may be asked
+// again, and the bucket that answers meanwhile. It starts no goroutines: the
+// mode moves only as calls come and go.
+type fallback struct {
+	hosts    Hosts
+	interval time.Duration
+	clock    Clock // nil: time.Now
+	onChange func(mode string, err error)
+	tel      *telemetry
+	local    *Limiter // over a MemoryStore; owns the reservations made in fallback
+
+	down atomic.Bool // in ModeFallback; read without mu on the fast path
+
+	mu      sync.Mutex // guards what follows and makes mode changes one at a time
+	probeAt time.Time  // in fallback: when a call may ask the store again
+	probing bool       // a call is asking the store, in fallback
+	cause   error      // the store's latest failure
+}
+
+func newFallback(c config, tel *telemetry) (*fallback, error) {
+	switch h := c.hosts.(type) {
+	case nil:
+		return nil, invalidf("FailLocal needs WithHosts: its local limit is each limit divided by the number of hosts, and without it every host would take the full rate")
+	case fixedHosts:
+		if h < 1 {
+			return nil, invalidf("FixedHosts(%d): a fleet has at least 1 host", int(h))
+		}
+	case HostsFunc:
+		if h == nil {
+			return nil, invalidf("WithHosts: HostsFunc is nil")
+		}
+	}
+	var opts []StoreOption
+	if c.clock != nil {
+		opts = append(opts, WithClock(c.clock))
+	}
+	f := &fallback{hosts: c.hosts, interval: c.probeInterval, clock: c.clock, onChange: c.onModeChange, tel: tel}
+	// Only Reservation uses this Limiter: for its store, telemetry and refund timeout.
+	f.local = &Limiter{store: NewMemoryStore(opts...), cfg: c, tel: tel}
+	tel.inMode(context.Background(), false, 1)
+	return f, nil
+}
+
+func (f *fallback) now() time.Time {
+	if f.clock != nil {
+		return f.clock.Now()
+	}
+	return time.Now()
+}
+
+// verdict is what a store call says about the store.
+type verdict int
+
+const (
+	answered verdict = iota // it answered: a decision, or a request it refused
+	failed                  // it could not answer: unreachable, timed out, bad reply
+	unknown                 // the caller cancelled it: nothing learned
+)
+
+func judge(ctx context.Context, err error) verdict {
+	if err == nil {
+		return answered
+	}
+	var inv *InvalidError
+	switch {
+	case errors.As(err, &inv):
+		return answered
+	case errors.Is(ctx.Err(), context.Canceled):
+		return unknown
+	}
+	return failed
+}
+
+// begin says where a call goes: local, straight to the local bucket (in
+// fallback, within the probe interval or while another call probes); else to
+// the store, and probe says whether that call is the one probe of fallback
+// mode. A nil f (any policy but FailLocal) always sends calls to the store.
+func (f *fallback) begin() (local, probe bool) {
+	if f == nil || !f.down.Load() {
+		return false, false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case !f.down.Load():
+		return false, false
+	case f.probing || f.now().Before(f.probeAt):
+		return true, false
+	}
+	f.probing = true
+	return false, true
+}
+
+// end records what the store call of a call that begin sent to it said: a
+// failure switches to fallback, an answer to a probe switches back to shared.
+// A call that began in shared mode and ends after a switch counts only if it
+// failed: only a probe brings the Limiter back.
+func (f *fallback) end(probe bool, v verdict, err error) {
+	if f == nil || (!probe && v != failed) {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if probe {
+		f.probing = false
+	}
+	switch {
+	case v == failed:
+		f.cause = err
+		if probe || !f.down.Load() {
+			f.probeAt = f.now().Add(f.interval)
+		}
+		if !f.down.Load() {
+			f.switchTo(true, err)
+		}
+	case v == answered && f.down.Load():
+		f.switchTo(false, nil)
+	}
+}
+
+// switchTo changes the mode; f.mu must be held.
+func (f *fallback) switchTo(down bool, err error) {
+	f.down.Store(down)
+	f.tel.inMode(context.Background(), down, 1)
+	f.tel.inMode(context.Background(), !down, -1)
+	if f.onChange != nil {
+		mode := ModeShared
+		if down {
+			mode = ModeFallback
+		}
+		f.onChange(mode, err)
+	}
+}
+
+// lastCause is the store failure that the local bucket is standing in for.
+func (f *fallback) lastCause() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cause
+}
+
+// decide answers req from the local bucket at this host's share of each
+// limit; cause is the store failure it stands in for, returned when the local
+// bucket cannot serve req. On success *req becomes the request the local store
+// answered and the Limiter returned, over the local store, owns any
+// reservation made from the decision, so that Cancel refunds it there.
+func (f *fallback) decide(ctx context.Context, req *request, cause error) (decision, *Limiter, error) {
+	loc, err := f.share(*req, cause)
+	if err != nil {
+		f.tel.outcome(ctx, req.one.Key, outError)
+		return decision{}, nil, err
+	}
+	d, err := f.local.store.reserve(ctx, loc)
+	if err != nil { // a MemoryStore does not fail; should one, say so as the store's failure
+		f.tel.outcome(ctx, req.one.Key, outError)
+		return decision{}, nil, fmt.Errorf("%w; local fallback: %v", cause, err)
+	}
+	if d.granted {
+		f.tel.fallback.Add(ctx, 1)
+	}
+	*req = loc
+	return d, f.local, nil
+}
+
+// share is req with every bucket cut to this host's share of its limit (see
+// shareOf), or, if the local bucket cannot serve it, cause with the reason.
+func (f *fallback) share(req request, cause error) (request, error) {
+	n := f.hosts.Hosts()
+	if n < 1 {
+		return request{}, fmt.Errorf("%w; local fallback: the number of hosts is unknown (%d)", cause, n)
+	}
+	loc := req
+	if len(req.more) > 0 {
+		loc.more = make([]Bucket, len(req.more))
+	}
+	for i := 0; i < req.len(); i++ {
+		b := shareOf(*req.at(i), n)
+		if b.N > b.Limit.Burst {
+			return request{}, fmt.Errorf("%w; local fallback: n %d is larger than this host's share of bucket %q's burst, %d of %d over %d hosts",
+				cause, b.N, b.Key, b.Limit.Burst, req.at(i).Limit.Burst, n)
+		}
+		if err := b.Limit.Validate(); err != nil {
+			return request{}, fmt.Errorf("%w; local fallback: bucket %q over %d hosts: %v", cause, b.Key, n, err)
+		}
+		*loc.at(i) = b
+	}
+	loc.prepare()
+	return loc, nil
+}
+
+// shareOf is b with its limit cut to one host's share among n: Rate/n, and
+// Burst/n rounded down but at least 1 token. Period stays.
+func shareOf(b Bucket, n int) Bucket {
+	b.Limit.Rate /= float64(n)
+	b.Limit.Burst = max(1, b.Limit.Burst/n)
+	return b
+}
+
+// cooldown puts a cooldown on the local bucket, at this host's share of the limit.
+func (f *fallback) cooldown(ctx context.Context, prefix string, b Bucket, d time.Duration, cause error) (time.Duration, error) {
+	n := f.hosts.Hosts()
+	if n < 1 {
+		return 0, fmt.Errorf("%w; local fallback: the number of hosts is unknown (%d)", cause, n)
+	}
+	return f.local.store.cooldown(ctx, prefix, shareOf(b, n), d)
+}
