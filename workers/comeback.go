@@ -1,0 +1,121 @@
+package workers
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sluicehq/sluice/backoff"
+	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// This file is where a job that cannot run now goes: back to its queue, as a
+// copy made by queue.Client.Requeue that comes back later, while the handler
+// returns nil so that asynq drops the original. That spends no retry and never
+// archives, whatever the job's MaxRetry.
+
+const (
+	// shutdownDelay is how long a job sent back by a stopping pool stays away,
+	// so that this pool, still draining, does not take it again.
+	shutdownDelay = time.Second
+	// maxLead bounds how early a job holding a ticket is brought back.
+	maxLead = time.Second
+)
+
+// backoffPolicy paces come-backs that have no time of their own: an upstream
+// refusal without Retry-After, a limiter store that is down, a bare
+// queue.ErrThrottled.
+var backoffPolicy = backoff.Exponential{Base: time.Second, Max: 5 * time.Minute, Jitter: backoff.FullJitter}
+
+// backoffDelay is the delay before come-back number requeues+1. It is at least
+// queue.MinRetryDelay: asynq keeps due times in whole seconds, so anything
+// shorter would come straight back.
+func backoffDelay(requeues int) time.Duration {
+	return max(backoffPolicy.Delay(requeues), queue.MinRetryDelay)
+}
+
+// leadFor is how much earlier than its slot a job holding a ticket is asked
+// back: half its wait budget, at most a second. It sleeps the rest on arrival.
+func leadFor(budget time.Duration) time.Duration {
+	return min(budget/2, maxLead)
+}
+
+// sendBackWith sends job j back holding reservation r as its ticket: it comes
+// back a little before r's slot and runs then without asking for tokens
+// again. Each job throttled this way goes back once, at its own slot, so
+// come-backs are spread exactly as the bucket allows. If the job cannot be
+// sent back, r's tokens are given back.
+func (p *Pool) sendBackWith(ctx context.Context, j *job, r *throttle.Reservation, why reason) error {
+	delay := r.Delay() - leadFor(j.rt.pol.maxWait)
+	if why == reasonShutdown {
+		delay = max(delay, shutdownDelay)
+	}
+	err := p.comeBack(ctx, j, delay, r.Time(), why)
+	if err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+		defer cancel()
+		if cerr := r.Cancel(cctx); cerr != nil {
+			j.log.Warn("workers: limiter store unavailable; a lost ticket's tokens were not given back", "err", cerr)
+		}
+	}
+	return err
+}
+
+// comeBack sends job j back to its queue to run after delay, holding a ticket
+// for slot unless slot is zero, and returns nil so that asynq drops the
+// original.
+//
+// If the queue's Redis cannot take the copy, comeBack returns a
+// queue.ThrottledError instead, and the pool's asynq.Config (queue.IsFailure,
+// queue.RetryDelayFunc) sends the original down asynq's retry path: after
+// delay, without spending a retry and without counting as a failure. The gap:
+// asynq archives a job whose retries are already spent (MaxRetry 0, or its
+// last retry) whatever the error, before it asks IsFailure, so such a job is
+// archived, with this error as its reason, if the queue's Redis fails just
+// then. A job that held a ticket comes back that way with its old ticket
+// headers, and since asynq did not count a retry it is honoured again.
+func (p *Pool) comeBack(ctx context.Context, j *job, delay time.Duration, slot time.Time, why reason) error {
+	delay = max(delay, 0)
+	trace.SpanFromContext(ctx).AddEvent("sent back", trace.WithAttributes(
+		attribute.String("sluice.reason", why.String()),
+		attribute.Float64("sluice.delay_s", delay.Seconds()),
+		attribute.Bool("sluice.ticket", !slot.IsZero())))
+	p.requeued(ctx, j.rt, why)
+	if _, err := p.client.Requeue(ctx, j.requeue, delay, slot); err != nil {
+		j.log.Error("workers: queue store (asynq's Redis) unavailable: cannot send the job back; asynq's retry path takes it",
+			"reason", why.String(), "delay", delay, "err", err)
+		return queue.Throttled(delay, fmt.Sprintf("workers: %s: sending the job back failed: %v", why, err))
+	}
+	j.log.Debug("workers: job sent back", "reason", why.String(), "delay", delay, "ticket", !slot.IsZero())
+	return nil
+}
+
+// sluiceHeaders are the headers queue.MetaOf reads.
+var sluiceHeaders = []string{
+	queue.HeaderKey, queue.HeaderCost, queue.HeaderEnqueuedAt, queue.HeaderThrottledSince,
+	queue.HeaderRequeues, queue.HeaderSlot, queue.HeaderOrigin, queue.HeaderTimeout,
+	queue.HeaderDeadline, queue.HeaderRetention,
+}
+
+// withoutBadHeaders returns a copy of t without the sluice headers that
+// queue.MetaOf cannot parse, which Requeue would refuse: a malformed header is
+// treated as absent, never a reason to lose the job.
+func withoutBadHeaders(t *asynq.Task) *asynq.Task {
+	h := maps.Clone(t.Headers())
+	for _, name := range sluiceHeaders {
+		v, ok := h[name]
+		if !ok {
+			continue
+		}
+		if _, err := queue.MetaOf(asynq.NewTaskWithHeaders(t.Type(), nil, map[string]string{name: v})); err != nil {
+			delete(h, name)
+		}
+	}
+	return asynq.NewTaskWithHeaders(t.Type(), t.Payload(), h)
+}

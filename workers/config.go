@@ -1,0 +1,184 @@
+package workers
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sluicehq/sluice/backoff"
+	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// Defaults for the zero fields of a Config.
+const (
+	defaultConcurrency              = 10
+	defaultMaxWait                  = 5 * time.Second
+	defaultHorizon                  = 24 * time.Hour
+	defaultShutdownTimeout          = 30 * time.Second
+	defaultDelayedTaskCheckInterval = time.Second
+	defaultTaskCheckInterval        = time.Second
+)
+
+// Config configures a Pool. Redis and Limiter are required; every other zero
+// field has the default its comment gives.
+type Config struct {
+	// Redis is where the queues live (asynq's Redis). Required.
+	Redis asynq.RedisConnOpt
+	// Limiter holds the buckets that Policies take tokens from. Required. It
+	// may use another Redis than the queues.
+	Limiter *throttle.Limiter
+
+	// Concurrency is how many jobs this process runs at once, waiting for
+	// their turn included. 0 means 10.
+	Concurrency int
+	// Queues are the asynq queues to take jobs from, with their priorities.
+	// nil means {"default": 1}.
+	Queues map[string]int
+	// StrictPriority empties higher-priority queues first (asynq's option).
+	StrictPriority bool
+
+	// MaxWait is how long a job may wait in this process for its turn before
+	// it goes back to the queue instead, holding its turn; a Policy may set
+	// its own. 0 means 5s.
+	MaxWait time.Duration
+	// Horizon bounds how long a job may be throttled: a job that would have to
+	// wait again after this long since it was first sent back (or since it was
+	// enqueued, if it never was) is archived with a HorizonError. 0 means 24h.
+	Horizon time.Duration
+
+	// ShutdownTimeout is how long Shutdown lets running handlers finish before
+	// asynq puts their jobs back on the queue. 0 means 30s.
+	ShutdownTimeout time.Duration
+	// DelayedTaskCheckInterval is how often asynq moves due scheduled and
+	// retry jobs to their queue: it bounds how late a job that was sent back
+	// comes back. 0 means 1s (asynq's own default, 5s, makes come-backs late).
+	DelayedTaskCheckInterval time.Duration
+	// TaskCheckInterval is how long an idle pool sleeps between looks at empty
+	// queues; it also bounds how long Shutdown takes to stop taking jobs.
+	// 0 means 1s.
+	TaskCheckInterval time.Duration
+
+	// RetryDelay is the delay before a job whose handler failed runs again.
+	// nil means exponential backoff from 1s to 10m with full jitter.
+	// Throttled jobs never use it.
+	RetryDelay asynq.RetryDelayFunc
+
+	// StatusInterval, if positive, makes the pool log its Stats at Info level
+	// this often.
+	StatusInterval time.Duration
+
+	// Logger receives the pool's logs and asynq's. nil means slog.Default().
+	Logger *slog.Logger
+	// MeterProvider and TracerProvider receive the pool's metrics and spans.
+	// nil means the global providers.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
+}
+
+// defaultRetryDelay is Config.RetryDelay's default.
+var defaultRetryDelay = backoff.Exponential{Base: time.Second, Max: 10 * time.Minute, Jitter: backoff.FullJitter}
+
+// withDefaults checks c and returns it with every zero field set to its default.
+func (c Config) withDefaults() (Config, error) {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Redis == nil {
+		bad("Redis is required")
+	}
+	if c.Limiter == nil {
+		bad("Limiter is required")
+	}
+	if c.Concurrency < 0 {
+		bad("Concurrency %d must not be negative", c.Concurrency)
+	}
+	for name, prio := range c.Queues {
+		if strings.TrimSpace(name) == "" {
+			bad("queue name %q is blank", name)
+		}
+		if prio < 1 {
+			bad("queue %q: priority %d must be at least 1", name, prio)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"MaxWait", c.MaxWait},
+		{"Horizon", c.Horizon},
+		{"ShutdownTimeout", c.ShutdownTimeout},
+		{"DelayedTaskCheckInterval", c.DelayedTaskCheckInterval},
+		{"TaskCheckInterval", c.TaskCheckInterval},
+		{"StatusInterval", c.StatusInterval},
+	} {
+		if d.v < 0 {
+			bad("%s %v must not be negative", d.name, d.v)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("workers: invalid Config: %w", err)
+	}
+
+	if c.Concurrency == 0 {
+		c.Concurrency = defaultConcurrency
+	}
+	if len(c.Queues) == 0 {
+		c.Queues = map[string]int{"default": 1}
+	}
+	c.MaxWait = or(c.MaxWait, defaultMaxWait)
+	c.Horizon = or(c.Horizon, defaultHorizon)
+	c.ShutdownTimeout = or(c.ShutdownTimeout, defaultShutdownTimeout)
+	c.DelayedTaskCheckInterval = or(c.DelayedTaskCheckInterval, defaultDelayedTaskCheckInterval)
+	c.TaskCheckInterval = or(c.TaskCheckInterval, defaultTaskCheckInterval)
+	if c.RetryDelay == nil {
+		c.RetryDelay = func(n int, _ error, _ *asynq.Task) time.Duration { return defaultRetryDelay.Delay(n) }
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.MeterProvider == nil {
+		c.MeterProvider = otel.GetMeterProvider()
+	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = otel.GetTracerProvider()
+	}
+	return c, nil
+}
+
+func or(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// asynqConfig is the asynq.Server configuration of a pool: throttled errors
+// are not failures and come back at their time, real failures back off with
+// c.RetryDelay.
+func (p *Pool) asynqConfig() asynq.Config {
+	c := p.cfg
+	return asynq.Config{
+		Concurrency:              c.Concurrency,
+		Queues:                   c.Queues,
+		StrictPriority:           c.StrictPriority,
+		IsFailure:                queue.IsFailure,
+		RetryDelayFunc:           queue.RetryDelayFunc(c.RetryDelay),
+		DelayedTaskCheckInterval: c.DelayedTaskCheckInterval,
+		TaskCheckInterval:        c.TaskCheckInterval,
+		ShutdownTimeout:          c.ShutdownTimeout,
+		Logger:                   newAsynqLogger(c.Logger),
+		LogLevel:                 asynq.DebugLevel, // the slog handler decides
+		HealthCheckFunc: func(err error) {
+			if err != nil {
+				p.log.Error("workers: queue store unavailable (asynq's Redis)", "err", err)
+			}
+		},
+	}
+}

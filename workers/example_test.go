@@ -1,0 +1,85 @@
+package workers_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net/http"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/throttle"
+	"github.com/sluicehq/sluice/workers"
+)
+
+// A pool that sends emails at most 50 a second per tenant and 200 a second in
+// all, and honours the email provider's 429s across the fleet.
+func ExamplePool() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
+	lim := throttle.NewLimiter(throttle.NewRedisStore(rdb))
+
+	pool, err := workers.NewPool(workers.Config{
+		Redis:   asynq.RedisClientOpt{Addr: "localhost:6379"},
+		Limiter: lim,
+		Queues:  map[string]int{"email": 1},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	perTenant, err := workers.KeyTemplate("tenant:{payload.tenant}")
+	if err != nil {
+		log.Fatal(err)
+	}
+	global := throttle.PerSecond(200, 20)
+	pool.HandleFunc("email:send", func(ctx context.Context, t *asynq.Task) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://mail.example.com/send", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		// A 429 or 503 cools the tenant's bucket down on every host, and the job
+		// comes back after it; it is not a failure.
+		if err := workers.FromResponse(resp, time.Now()); err != nil {
+			return err
+		}
+		return nil
+	}, &workers.Policy{
+		Name:   "email",
+		Limit:  throttle.PerSecond(50, 5),
+		Key:    perTenant,
+		Global: &global,
+	})
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := pool.Run(ctx); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func ExampleKeyTemplate() {
+	key, err := workers.KeyTemplate("tenant:{payload.tenant}")
+	if err != nil {
+		log.Fatal(err)
+	}
+	k, err := key(asynq.NewTask("email:send", []byte(`{"tenant": "acme", "to": "a@example.com"}`)))
+	fmt.Println(k, err)
+
+	_, err = key(asynq.NewTask("email:send", []byte(`{"to": "a@example.com"}`)))
+	fmt.Println(err)
+
+	_, err = workers.KeyTemplate("tenant:{payload.tenant")
+	fmt.Println(err)
+	// Output:
+	// tenant:acme <nil>
+	// key template "tenant:{payload.tenant}": payload field "tenant" is missing or empty
+	// workers: key template "tenant:{payload.tenant": unclosed '{' at byte 7
+}

@@ -1,0 +1,353 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// job is one run of one task in this process.
+type job struct {
+	task    *asynq.Task
+	rt      *route
+	meta    queue.Meta  // the task's sluice headers; a malformed one is left zero
+	requeue *asynq.Task // what Requeue gets: task, or a copy without malformed sluice headers
+	retried int         // asynq's retry count of this run
+	start   time.Time
+	log     *slog.Logger
+
+	buckets []throttle.Bucket // the policy's buckets for this task
+	key     string            // the task's own bucket: where a cooldown goes
+}
+
+// process is the pool's asynq handler. For a throttled task type it:
+//
+//   - reads the task's sluice headers (a malformed one is logged and ignored);
+//   - derives the buckets (a task whose key cannot be derived is archived);
+//   - if the task holds a ticket (queue.HeaderSlot, on its first delivery),
+//     sleeps until the ticket's slot and runs the handler without asking for
+//     tokens again;
+//   - otherwise reserves the tokens in one call, up to the horizon, and waits
+//     for its turn if it comes within the wait budget, or goes back to the
+//     queue holding it as a ticket if not (see acquire);
+//
+// and then handles what the handler returns (see run).
+func (p *Pool) process(ctx context.Context, task *asynq.Task) error {
+	rt := p.routes[task.Type()]
+	if rt == nil {
+		p.log.Warn("workers: no handler for task type", "task_type", task.Type())
+		return fmt.Errorf("workers: no handler for task type %q", task.Type())
+	}
+	p.inflight.Add(1)
+	defer p.inflight.Done()
+	ctx, span := p.tel.tracer.Start(ctx, "workers.job", rt.tel.span...)
+	defer span.End()
+
+	j := p.newJob(ctx, task, rt)
+	if rt.pol == nil {
+		return p.run(ctx, j)
+	}
+	var err error
+	if j.buckets, j.key, err = rt.pol.buckets(task, j.meta); err != nil {
+		return p.archive(ctx, j, permanent(err))
+	}
+	// A ticket is good once: a job asynq runs again after a failure has
+	// spent it, and takes its turn anew.
+	if !j.meta.Slot.IsZero() && j.retried == 0 {
+		return p.redeem(ctx, j)
+	}
+	return p.acquire(ctx, j)
+}
+
+func (p *Pool) newJob(ctx context.Context, task *asynq.Task, rt *route) *job {
+	id, _ := asynq.GetTaskID(ctx)
+	qname, _ := asynq.GetQueueName(ctx)
+	retried, _ := asynq.GetRetryCount(ctx)
+	j := &job{task: task, rt: rt, requeue: task, retried: retried, start: time.Now()}
+	j.log = p.log.With("task_id", id, "task_type", task.Type(), "queue", qname, "policy", rt.policyName())
+	var err error
+	if j.meta, err = queue.MetaOf(task); err != nil {
+		j.log.Warn("workers: malformed sluice header, treated as absent", "err", err)
+		j.requeue = withoutBadHeaders(task)
+	}
+	return j
+}
+
+// budget is how long job j may wait in this process for its turn: its
+// policy's MaxWait, no later than its context's deadline, and 0 once the pool
+// is stopping.
+func (p *Pool) budget(ctx context.Context, j *job) time.Duration {
+	if p.stopping() {
+		return 0
+	}
+	b := j.rt.pol.maxWait
+	if dl, ok := ctx.Deadline(); ok {
+		b = min(b, time.Until(dl))
+	}
+	return max(b, 0)
+}
+
+// throttledFor is how long job j has been throttled: since it was first sent
+// back, or since it was enqueued if it never was, or 0 if neither is known.
+func (p *Pool) throttledFor(j *job) time.Duration {
+	since := j.meta.ThrottledSince
+	if since.IsZero() {
+		since = j.meta.EnqueuedAt
+	}
+	if since.IsZero() {
+		return 0
+	}
+	return max(j.start.Sub(since), 0)
+}
+
+// remaining is how much longer job j may be throttled before its horizon.
+func (p *Pool) remaining(j *job) time.Duration {
+	return p.cfg.Horizon - p.throttledFor(j) - time.Since(j.start)
+}
+
+func (p *Pool) pastHorizon(j *job, wait time.Duration) error {
+	return &HorizonError{Throttled: p.throttledFor(j) + time.Since(j.start), Horizon: p.cfg.Horizon, Wait: wait}
+}
+
+// acquire reserves job j's tokens, unbounded up to its horizon, in one call.
+// If its turn comes within the wait budget it waits for it and runs the
+// handler; if the pool stops meanwhile the tokens go back and so does the job.
+// If its turn is further off, the job goes back to its queue keeping the
+// reservation as a ticket, to come back a little before its slot (see
+// sendBackWith). If the turn would pass the horizon the job is archived.
+func (p *Pool) acquire(ctx context.Context, j *job) error {
+	budget := p.budget(ctx, j)
+	tctx, span := p.tel.tracer.Start(ctx, "workers.throttle")
+	r, err := p.cfg.Limiter.ReserveAll(tctx, j.buckets, max(p.remaining(j), budget))
+	if err != nil {
+		span.RecordError(err)
+		span.End()
+		return p.notReserved(ctx, j, err)
+	}
+	d := r.Delay()
+	span.SetAttributes(attribute.Float64("sluice.wait_s", d.Seconds()))
+	if d > budget {
+		span.AddEvent("ticket")
+		span.End()
+		why := reasonBudget
+		if p.stopping() {
+			why = reasonShutdown
+		}
+		return p.sendBackWith(ctx, j, r, why)
+	}
+
+	wctx, cancel := context.WithCancel(tctx)
+	defer cancel()
+	w := &waiter{slot: r.Time(), cancel: cancel, done: make(chan struct{})}
+	if !p.addWaiter(w) { // the pool began to stop since budget was read
+		cancel()
+	}
+	done := p.startWaiting(ctx, j.rt)
+	err = r.Wait(wctx) // if wctx ends first, Wait gives the tokens back
+	done()
+	p.removeWaiter(w)
+	span.End()
+	if err != nil {
+		if ctx.Err() != nil {
+			p.outcome(ctx, j.rt, outFailed)
+			return ctx.Err()
+		}
+		return p.comeBack(ctx, j, shutdownDelay, time.Time{}, reasonShutdown)
+	}
+	p.waited(ctx, j.rt, d)
+	return p.run(ctx, j)
+}
+
+// notReserved handles a reservation that was refused or failed.
+func (p *Pool) notReserved(ctx context.Context, j *job, err error) error {
+	var limited *throttle.LimitedError
+	switch {
+	case errors.As(err, &limited):
+		return p.archive(ctx, j, p.pastHorizon(j, limited.RetryAfter))
+	case errors.Is(err, throttle.ErrInvalid): // say, a cost header larger than the burst
+		return p.archive(ctx, j, permanent(fmt.Errorf("workers: policy %q: %w", j.rt.pol.Name, err)))
+	case ctx.Err() != nil:
+		p.outcome(ctx, j.rt, outFailed)
+		return ctx.Err()
+	}
+	j.log.Warn("workers: limiter store unavailable; sending the job back", "err", err)
+	return p.comeBack(ctx, j, backoffDelay(j.meta.Requeues), time.Time{}, reasonStore)
+}
+
+// redeem runs a job that holds a ticket: a reservation made before it was
+// sent back. It sleeps until the slot, since asynq may bring it back up to a
+// second or so early, and runs the handler without asking for tokens again; a
+// job that comes back late runs at once. A slot further off than the job
+// could have been early sends it back again keeping the ticket, as does a
+// pool that stops while it sleeps.
+func (p *Pool) redeem(ctx context.Context, j *job) error {
+	slot := j.meta.Slot
+	wait := time.Until(slot)
+	if wait <= 0 {
+		p.waited(ctx, j.rt, 0)
+		return p.run(ctx, j)
+	}
+	lead := leadFor(j.rt.pol.maxWait)
+	if p.stopping() {
+		return p.comeBack(ctx, j, max(wait-lead, shutdownDelay), slot, reasonShutdown)
+	}
+	if wait > p.ticketTolerance(ctx, j, lead) {
+		return p.comeBack(ctx, j, wait-lead, slot, reasonBudget)
+	}
+
+	_, span := p.tel.tracer.Start(ctx, "workers.throttle", trace.WithAttributes(
+		attribute.Bool("sluice.ticket", true), attribute.Float64("sluice.wait_s", wait.Seconds())))
+	done := p.startWaiting(ctx, j.rt)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	var err error
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-p.stopCtx.Done():
+		err = errStopping
+	}
+	done()
+	span.End()
+	switch {
+	case err == errStopping:
+		return p.comeBack(ctx, j, max(time.Until(slot)-lead, shutdownDelay), slot, reasonShutdown)
+	case err != nil:
+		p.outcome(ctx, j.rt, outFailed)
+		return err
+	}
+	p.waited(ctx, j.rt, wait)
+	return p.run(ctx, j)
+}
+
+var errStopping = errors.New("workers: pool stopping")
+
+// ticketTolerance is how long a job holding a ticket may sleep for its slot:
+// its wait budget, or the most a come-back can be early (the lead it was sent
+// with plus asynq's truncation of due times to whole seconds), whichever is
+// longer; never past its context's deadline.
+func (p *Pool) ticketTolerance(ctx context.Context, j *job, lead time.Duration) time.Duration {
+	tol := max(p.budget(ctx, j), lead+queue.MinRetryDelay+ticketSlack)
+	if dl, ok := ctx.Deadline(); ok {
+		tol = min(tol, time.Until(dl))
+	}
+	return tol
+}
+
+// ticketSlack allows for clock steps between a ticket's issue and its use.
+const ticketSlack = 250 * time.Millisecond
+
+// run calls the handler and handles its error:
+//
+//   - an *UpstreamError cools the task's bucket down for the whole fleet and
+//     sends the job back with a turn after the cooldown (see upstream);
+//   - a queue.ThrottledError sends the job back after its RetryAfter;
+//   - any other error goes to asynq unchanged: a failure, retried or archived
+//     by the task's MaxRetry.
+func (p *Pool) run(ctx context.Context, j *job) error {
+	err := j.rt.h.ProcessTask(ctx, j.task)
+	if err == nil {
+		p.outcome(ctx, j.rt, outDone)
+		return nil
+	}
+	var up *UpstreamError
+	if errors.As(err, &up) {
+		return p.upstream(ctx, j, up)
+	}
+	if errors.Is(err, queue.ErrThrottled) {
+		return p.handlerThrottled(ctx, j, err)
+	}
+	span := trace.SpanFromContext(ctx)
+	span.RecordError(err)
+	span.SetStatus(codes.Error, "handler failed")
+	p.outcome(ctx, j.rt, outFailed)
+	return err
+}
+
+// upstream handles a handler's *UpstreamError: it puts the task's own bucket
+// (not the policy's global one) in cooldown for RetryAfter, or for an
+// exponential backoff on the job's requeues when the upstream did not say,
+// so that no host takes from it meanwhile; then it reserves this job a turn
+// after the cooldown and sends it back holding it. Jobs that hit the 429
+// together each get their own later turn, so they come back one at a time.
+// None of this is a failure or spends a retry.
+func (p *Pool) upstream(ctx context.Context, j *job, up *UpstreamError) error {
+	d := up.RetryAfter
+	if d <= 0 {
+		d = backoffDelay(j.meta.Requeues)
+	}
+	j.log.Info("workers: upstream refused the job; cooling its bucket down",
+		"status", up.StatusCode, "cooldown", d, "reason", up.Reason)
+	trace.SpanFromContext(ctx).AddEvent("upstream refused", trace.WithAttributes(
+		attribute.Int("http.response.status_code", up.StatusCode), attribute.Float64("sluice.cooldown_s", d.Seconds())))
+	if j.rt.pol == nil {
+		if d > p.remaining(j) {
+			return p.archive(ctx, j, p.pastHorizon(j, d))
+		}
+		return p.comeBack(ctx, j, d, time.Time{}, reasonUpstream)
+	}
+
+	// The handler's context may be over; these calls get one of their own.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	if _, err := p.cfg.Limiter.Cooldown(sctx, j.key, j.rt.pol.Limit, d); err != nil {
+		j.log.Warn("workers: limiter store unavailable; cannot put the bucket in cooldown", "err", err)
+	} else {
+		p.cooledDown(ctx, j.rt)
+	}
+	rem := p.remaining(j)
+	if d > rem {
+		return p.archive(ctx, j, p.pastHorizon(j, d))
+	}
+	r, err := p.cfg.Limiter.ReserveAll(sctx, j.buckets, max(rem, 0))
+	var limited *throttle.LimitedError
+	switch {
+	case errors.As(err, &limited):
+		return p.archive(ctx, j, p.pastHorizon(j, limited.RetryAfter))
+	case err != nil:
+		j.log.Warn("workers: limiter store unavailable; sending the job back without a turn", "err", err)
+		return p.comeBack(ctx, j, d, time.Time{}, reasonUpstream)
+	}
+	return p.sendBackWith(ctx, j, r, reasonUpstream)
+}
+
+// storeTimeout bounds the limiter calls made after a handler returned.
+const storeTimeout = 5 * time.Second
+
+// handlerThrottled sends back a job whose handler returned a
+// queue.ThrottledError, to run again after its RetryAfter (or a backoff on
+// its requeues for a bare queue.ErrThrottled), without a ticket.
+func (p *Pool) handlerThrottled(ctx context.Context, j *job, err error) error {
+	d := backoffDelay(j.meta.Requeues)
+	var te *queue.ThrottledError
+	if errors.As(err, &te) {
+		d = te.RetryAfter
+	}
+	if d > p.remaining(j) {
+		return p.archive(ctx, j, p.pastHorizon(j, d))
+	}
+	j.log.Debug("workers: handler says come back later", "err", err)
+	return p.comeBack(ctx, j, d, time.Time{}, reasonHandler)
+}
+
+// archive returns err, which wraps asynq.SkipRetry, so that asynq archives
+// the job with err's message as its last error.
+func (p *Pool) archive(ctx context.Context, j *job, err error) error {
+	j.log.Warn("workers: archiving job", "err", err)
+	span := trace.SpanFromContext(ctx)
+	span.RecordError(err)
+	span.SetStatus(codes.Error, "archived")
+	p.outcome(ctx, j.rt, outArchived)
+	return err
+}

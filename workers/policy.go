@@ -1,0 +1,161 @@
+package workers
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// Policy says how the jobs of one task type are throttled: which bucket each
+// job takes tokens from, how many, and how long it may wait in the worker for
+// them before it goes back to the queue to come back at its turn.
+//
+// With Key nil every job shares one bucket named Name. With Key set each job's
+// bucket is the key Key derives from it, say one per tenant; a task's
+// queue.HeaderKey is not used unless Key reads it (KeyTemplate("{header.sluice-key}")),
+// so that whoever enqueues cannot split a shared bucket.
+//
+// With Global set, each job also takes Cost tokens from one bucket shared by
+// every key of the policy, in the same call, all or nothing. The two buckets
+// must then share a Redis Cluster hash tag, so the keys are laid out as
+// "{<Name>}:<derived key>" and "{<Name>}:*global*": all of one policy's
+// buckets live in one Cluster slot. Without Global the derived key is used as
+// it is, and each key lands in a slot of its own.
+type Policy struct {
+	// Name labels the policy in metrics, spans and logs, so it must come from a
+	// small set; it is also the bucket key when Key is nil. Required: at most
+	// 64 bytes, no braces or control characters.
+	Name string
+	// Limit is the bucket each job takes tokens from.
+	Limit throttle.Limit
+	// Key derives a job's bucket key from its task; nil means Name. A Key that
+	// fails archives the job with an error matching ErrKey.
+	Key KeyFunc
+	// Global, if set, is one more bucket shared by every key of this policy.
+	Global *throttle.Limit
+	// Cost is the tokens each job takes; 0 means 1. A task's queue.HeaderCost
+	// overrides it.
+	Cost int
+	// MaxWait is how long a job may wait in the worker for its turn; 0 means
+	// Config.MaxWait.
+	MaxWait time.Duration
+}
+
+// KeyFunc derives a job's bucket key from its task, e.g. a tenant id read
+// from the payload. KeyTemplate builds one from a pattern. The key should come
+// from a bounded, trusted set, or be made safe like KeyTemplate's values.
+type KeyFunc func(t *asynq.Task) (string, error)
+
+const (
+	// MaxPolicyName bounds Policy.Name, in bytes.
+	MaxPolicyName = 64
+	// globalName is the derived-key part of a policy's global bucket.
+	globalName = "*global*"
+)
+
+// policy is a checked copy of a Policy.
+type policy struct {
+	Policy
+	global  *throttle.Limit // copy of Policy.Global
+	maxWait time.Duration   // Policy.MaxWait or Config.MaxWait
+}
+
+// newPolicy checks pol and returns a copy of it, with defaultWait as its
+// MaxWait if it has none.
+func newPolicy(pol Policy, defaultWait time.Duration) (*policy, error) {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	switch {
+	case pol.Name == "":
+		bad("Name is required")
+	case len(pol.Name) > MaxPolicyName:
+		bad("Name is %d bytes, more than %d", len(pol.Name), MaxPolicyName)
+	case strings.ContainsAny(pol.Name, "{}") || strings.IndexFunc(pol.Name, unicode.IsControl) >= 0:
+		bad("Name %q must not contain braces or control characters", pol.Name)
+	}
+	if err := pol.Limit.Validate(); err != nil {
+		bad("Limit: %w", err)
+	} else if pol.Cost > pol.Limit.Burst {
+		bad("Cost %d is larger than Limit's burst %d: no job could ever run", pol.Cost, pol.Limit.Burst)
+	}
+	if pol.Global != nil {
+		if err := pol.Global.Validate(); err != nil {
+			bad("Global: %w", err)
+		} else if pol.Cost > pol.Global.Burst {
+			bad("Cost %d is larger than Global's burst %d: no job could ever run", pol.Cost, pol.Global.Burst)
+		}
+	}
+	if pol.Cost < 0 {
+		bad("Cost %d must not be negative", pol.Cost)
+	}
+	if pol.MaxWait < 0 {
+		bad("MaxWait %v must not be negative", pol.MaxWait)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("policy %q: %w", pol.Name, err)
+	}
+	p := &policy{Policy: pol, maxWait: or(pol.MaxWait, defaultWait)}
+	if pol.Global != nil {
+		g := *pol.Global
+		p.global = &g
+		p.Global = p.global
+	}
+	return p, nil
+}
+
+// buckets returns the buckets job t takes tokens from, and the key of its own
+// bucket (the one an upstream cooldown applies to). An error matches ErrKey.
+func (p *policy) buckets(t *asynq.Task, m queue.Meta) ([]throttle.Bucket, string, error) {
+	key, err := p.derive(t)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: policy %q: %w", ErrKey, p.Name, err)
+	}
+	n := p.Cost
+	if m.Cost > 0 {
+		n = m.Cost
+	}
+	if p.global == nil {
+		return []throttle.Bucket{{Key: key, Limit: p.Limit, N: n}}, key, nil
+	}
+	tag := "{" + p.Name + "}:"
+	own := tag + key
+	if len(own) > throttle.MaxKeyLen {
+		return nil, "", fmt.Errorf("%w: policy %q: key is %d bytes, more than %d", ErrKey, p.Name, len(key), throttle.MaxKeyLen-len(tag))
+	}
+	return []throttle.Bucket{
+		{Key: own, Limit: p.Limit, N: n},
+		{Key: tag + globalName, Limit: *p.global, N: n},
+	}, own, nil
+}
+
+// derive runs the policy's KeyFunc, or returns Name without one. A KeyFunc
+// that panics is an error like any other: the job is archived with the reason.
+func (p *policy) derive(t *asynq.Task) (key string, err error) {
+	if p.Key == nil {
+		return p.Name, nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			key, err = "", fmt.Errorf("key func panicked: %v", r)
+		}
+	}()
+	key, err = p.Key(t)
+	switch {
+	case err != nil:
+		return "", err
+	case key == "":
+		return "", errors.New("key func returned an empty key")
+	case len(key) > throttle.MaxKeyLen:
+		return "", fmt.Errorf("key is %d bytes, more than %d", len(key), throttle.MaxKeyLen)
+	case p.global != nil && key == globalName:
+		return "", fmt.Errorf("key %q is the name of the policy's global bucket", key)
+	}
+	return key, nil
+}

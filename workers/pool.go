@@ -1,0 +1,227 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/queue"
+)
+
+// ErrPoolClosed is returned by Start after Shutdown.
+var ErrPoolClosed = errors.New("workers: pool is shut down")
+
+// Pool runs asynq handlers, taking each job's tokens from its Policy's buckets
+// before its handler runs. A job whose turn comes within its wait budget waits
+// for it in the worker; one whose turn is further off goes back to its queue
+// holding that turn (a ticket) and runs without asking again when it comes
+// back; one throttled for longer than Config.Horizon is archived with the
+// reason. An upstream 429 or 503 (an *UpstreamError from the handler) puts
+// the bucket in cooldown for the whole fleet. Throttling is never a failure:
+// it spends no retry and never archives a job before its horizon, whatever its
+// MaxRetry.
+//
+// Register handlers with Handle or HandleFunc, then call Run, or Start and
+// later Shutdown. A Pool runs once: it cannot be started again after Shutdown.
+// Its methods are safe for concurrent use, except that every Handle call must
+// come before Start.
+type Pool struct {
+	cfg    Config
+	log    *slog.Logger
+	rdb    redis.UniversalClient // the queues' Redis: the pool's own client
+	srv    *asynq.Server
+	client *queue.Client
+	tel    *telemetry
+	stats  stats
+
+	mu      sync.Mutex
+	state   poolState
+	routes  map[string]*route // read without mu once started: no writes after Start
+	errs    []error           // from Handle, returned by Start
+	names   map[string]*policy
+	stopped chan struct{} // closed to end the status goroutine
+	status  chan struct{} // closed when the status goroutine has ended
+
+	closing  atomic.Bool // Shutdown has begun
+	wmu      sync.Mutex  // guards waiters and draining
+	waiters  map[*waiter]struct{}
+	draining bool
+	stopCtx  context.Context // ends once the waiters are drained: jobs holding tickets go back
+	stop     context.CancelFunc
+	inflight sync.WaitGroup // jobs inside the middleware
+	once     sync.Once      // starts the shutdown
+	done     chan struct{}  // closed when the shutdown is complete
+}
+
+type poolState int
+
+const (
+	stateNew poolState = iota
+	stateRunning
+	stateClosed
+)
+
+// route is what the pool does with one task type.
+type route struct {
+	h   asynq.Handler
+	pol *policy // nil: not throttled
+	tel *routeTelemetry
+}
+
+// policyName is the route's policy name, or "" for an unthrottled route.
+func (r *route) policyName() string {
+	if r.pol == nil {
+		return ""
+	}
+	return r.pol.Name
+}
+
+// NewPool checks cfg and returns a Pool that is ready for Handle. It does no
+// I/O: Start checks that the queues' Redis answers. The Pool opens its own
+// connection to cfg.Redis, closed by Shutdown, which should therefore be
+// called even if Start never was.
+func NewPool(cfg Config) (*Pool, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	rdb, ok := cfg.Redis.MakeRedisClient().(redis.UniversalClient)
+	if !ok || rdb == nil {
+		return nil, fmt.Errorf("workers: invalid Config: Redis: unsupported asynq.RedisConnOpt %T", cfg.Redis)
+	}
+	stopCtx, stop := context.WithCancel(context.Background())
+	p := &Pool{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		rdb:     rdb,
+		client:  queue.NewClient(asynq.NewClientFromRedisClient(rdb)),
+		tel:     newTelemetry(cfg.MeterProvider, cfg.TracerProvider),
+		routes:  make(map[string]*route),
+		names:   make(map[string]*policy),
+		waiters: make(map[*waiter]struct{}),
+		stopCtx: stopCtx,
+		stop:    stop,
+		done:    make(chan struct{}),
+	}
+	p.srv = asynq.NewServerFromRedisClient(rdb, p.asynqConfig())
+	return p, nil
+}
+
+// Handle registers h for tasks of type taskType, throttled by pol; a nil pol
+// means the tasks are not throttled (they still get the pool's handling of
+// UpstreamError and queue.ThrottledError). The Policy is copied.
+//
+// A mistake (an empty type, a nil handler, a type registered twice, an invalid
+// policy, or two policies of one name with different limits) is returned by
+// Start. Handle panics if called after Start or Shutdown.
+func (p *Pool) Handle(taskType string, h asynq.Handler, pol *Policy) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.state != stateNew {
+		panic("workers: Handle called after Start or Shutdown")
+	}
+	rt, err := p.newRoute(taskType, h, pol)
+	if err != nil {
+		p.errs = append(p.errs, fmt.Errorf("workers: Handle(%q): %w", taskType, err))
+		return
+	}
+	p.routes[taskType] = rt
+}
+
+// HandleFunc is shorthand for Handle(taskType, asynq.HandlerFunc(f), pol).
+func (p *Pool) HandleFunc(taskType string, f func(context.Context, *asynq.Task) error, pol *Policy) {
+	var h asynq.Handler
+	if f != nil {
+		h = asynq.HandlerFunc(f)
+	}
+	p.Handle(taskType, h, pol)
+}
+
+func (p *Pool) newRoute(taskType string, h asynq.Handler, pol *Policy) (*route, error) {
+	switch {
+	case taskType == "":
+		return nil, errors.New("empty task type")
+	case h == nil:
+		return nil, errors.New("nil handler")
+	case p.routes[taskType] != nil:
+		return nil, errors.New("task type registered twice")
+	}
+	rt := &route{h: h}
+	if pol != nil {
+		pp, err := newPolicy(*pol, p.cfg.MaxWait)
+		if err != nil {
+			return nil, err
+		}
+		if other := p.names[pp.Name]; other != nil && !sameLimits(other, pp) {
+			return nil, fmt.Errorf("policy %q is already registered with other limits: one name is one set of buckets", pp.Name)
+		}
+		p.names[pp.Name] = pp
+		rt.pol = pp
+	}
+	rt.tel = newRouteTelemetry(taskType, rt.policyName())
+	return rt, nil
+}
+
+func sameLimits(a, b *policy) bool {
+	if a.Limit != b.Limit || (a.global == nil) != (b.global == nil) {
+		return false
+	}
+	return a.global == nil || *a.global == *b.global
+}
+
+// Start checks that the queues' Redis answers and starts taking jobs. It
+// returns the mistakes of earlier Handle calls, if any, without starting.
+func (p *Pool) Start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch p.state {
+	case stateRunning:
+		return errors.New("workers: pool already started")
+	case stateClosed:
+		return ErrPoolClosed
+	}
+	if err := errors.Join(p.errs...); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	if err := p.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("workers: queue store (asynq's Redis) unavailable: %w", err)
+	}
+	if err := p.srv.Start(asynq.HandlerFunc(p.process)); err != nil {
+		return fmt.Errorf("workers: start asynq server: %w", err)
+	}
+	if p.cfg.StatusInterval > 0 {
+		p.stopped, p.status = make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(p.status)
+			p.logStatus(p.cfg.StatusInterval, p.stopped)
+		}()
+	}
+	p.state = stateRunning
+	p.log.Info("workers: pool started", "concurrency", p.cfg.Concurrency, "queues", p.cfg.Queues, "task_types", len(p.routes))
+	return nil
+}
+
+// startTimeout bounds Start's check of the queues' Redis.
+const startTimeout = 5 * time.Second
+
+// Run starts the pool, waits for ctx to end, then shuts the pool down, giving
+// it ShutdownTimeout plus a few seconds. It returns Start's error, or
+// Shutdown's, or nil.
+func (p *Pool) Run(ctx context.Context) error {
+	if err := p.Start(); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownTimeout+shutdownSlack)
+	defer cancel()
+	return p.Shutdown(sctx)
+}

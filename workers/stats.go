@@ -1,0 +1,61 @@
+package workers
+
+import (
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// Stats are a pool's counters since NewPool, for a status line or a test. The
+// same numbers, by policy, are in the sluice.jobs.* metrics.
+type Stats struct {
+	Processed int64 // jobs whose handler succeeded
+	Failed    int64 // jobs whose handler failed (asynq retries or archives them)
+	Requeued  int64 // times a job was sent back to its queue to come back later, for any reason
+	Cooldowns int64 // cooldowns put on a bucket after an upstream 429 or 503
+	Archived  int64 // jobs the pool archived itself: past the horizon, or with no bucket key
+	Waiting   int64 // jobs waiting in this process for their turn, now
+}
+
+// LogValue lets a Stats be logged as one group.
+func (s Stats) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.Int64("processed", s.Processed),
+		slog.Int64("failed", s.Failed),
+		slog.Int64("requeued", s.Requeued),
+		slog.Int64("cooldowns", s.Cooldowns),
+		slog.Int64("archived", s.Archived),
+		slog.Int64("waiting", s.Waiting),
+	)
+}
+
+type stats struct {
+	processed, failed, requeued, cooldowns, archived, waiting atomic.Int64
+}
+
+// Stats returns the pool's counters. It is safe to call at any time, from any
+// goroutine; each counter is read atomically, the set as a whole is not.
+func (p *Pool) Stats() Stats {
+	return Stats{
+		Processed: p.stats.processed.Load(),
+		Failed:    p.stats.failed.Load(),
+		Requeued:  p.stats.requeued.Load(),
+		Cooldowns: p.stats.cooldowns.Load(),
+		Archived:  p.stats.archived.Load(),
+		Waiting:   p.stats.waiting.Load(),
+	}
+}
+
+// logStatus logs the pool's Stats every interval until stop is closed.
+func (p *Pool) logStatus(interval time.Duration, stop <-chan struct{}) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			p.log.Info("workers: status", "stats", p.Stats())
+		}
+	}
+}

@@ -1,0 +1,125 @@
+package workers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/throttle"
+	"github.com/sluicehq/sluice/workers"
+)
+
+// An upstream 429 with Retry-After puts the bucket in cooldown for every
+// host: two pools (two hosts) share the queue and the limiter's Redis, a
+// third limiter of its own sees the bucket closed, and neither the refused job
+// nor a newer one runs again before the cooldown is over. The refused job is
+// not a failure and spends no retry.
+func TestPoolUpstreamCooldownPausesTheFleet(t *testing.T) {
+	h := newHarness(t)
+	limit := throttle.Limit{Rate: 10, Period: time.Second, Burst: 1}
+	const retryAfter = 2 * time.Second
+
+	type call struct {
+		payload  string
+		at       time.Time
+		requeues int
+	}
+	calls := make(chan call, 8)
+	handler := func(ctx context.Context, task *asynq.Task) error {
+		m, _ := queue.MetaOf(task)
+		calls <- call{string(task.Payload()), time.Now(), m.Requeues}
+		if string(task.Payload()) == "refused" && m.Requeues == 0 {
+			return &workers.UpstreamError{StatusCode: 429, RetryAfter: retryAfter}
+		}
+		return nil
+	}
+	var pools []*workers.Pool
+	for range 2 {
+		p, err := workers.NewPool(h.config(t))
+		require.NoError(t, err)
+		p.HandleFunc("call", handler, &workers.Policy{Name: "api", Limit: limit})
+		start(t, p)
+		pools = append(pools, p)
+	}
+	stats := func() (s workers.Stats) {
+		for _, p := range pools {
+			st := p.Stats()
+			s.Processed += st.Processed
+			s.Failed += st.Failed
+			s.Requeued += st.Requeued
+			s.Cooldowns += st.Cooldowns
+			s.Archived += st.Archived
+		}
+		return s
+	}
+
+	h.enqueue(t, queue.Task{Type: "call", Payload: []byte("refused")}, asynq.MaxRetry(0))
+	refused := recv(t, calls, 10*time.Second, "the refused call")
+	require.Equal(t, "refused", refused.payload)
+	waitFor(t, 5*time.Second, "the cooldown", func() bool { return stats().Cooldowns == 1 })
+
+	// Another host's limiter on the same Redis is refused until the cooldown ends.
+	other := throttle.NewLimiter(throttle.NewRedisStore(h.srv.Client(t)), throttle.WithKeyPrefix(h.prefix))
+	asked := time.Now()
+	res, err := other.TryAcquire(context.Background(), "api", limit, 1)
+	require.NoError(t, err)
+	assert.False(t, res.Allowed, "the bucket is in cooldown")
+	assert.GreaterOrEqual(t, res.RetryAfter, refused.at.Add(retryAfter).Sub(asked)-time.Millisecond)
+
+	h.enqueue(t, queue.Task{Type: "call", Payload: []byte("newer")}, asynq.MaxRetry(0))
+	for range 2 {
+		c := recv(t, calls, 10*time.Second, "the calls after the cooldown")
+		assert.GreaterOrEqual(t, c.at.Sub(refused.at), retryAfter, "%s ran during the cooldown", c.payload)
+		if c.payload == "refused" {
+			assert.Equal(t, 1, c.requeues, "the refused job went back once")
+		}
+	}
+
+	waitFor(t, 5*time.Second, "both jobs to be done", func() bool { return stats().Processed == 2 })
+	st := stats()
+	assert.Equal(t, int64(1), st.Requeued)
+	assert.Equal(t, int64(0), st.Failed)
+	assert.Equal(t, int64(0), st.Archived)
+	q := h.queueInfo(t)
+	assert.Equal(t, 0, q.Archived)
+	assert.Equal(t, 0, q.Retry)
+}
+
+// A handler's queue.ThrottledError sends the job back for its RetryAfter,
+// with no ticket and no retry spent, even with MaxRetry 0.
+func TestPoolHandlerThrottled(t *testing.T) {
+	h := newHarness(t)
+	p, err := workers.NewPool(h.config(t))
+	require.NoError(t, err)
+	type call struct {
+		at   time.Time
+		meta queue.Meta
+	}
+	calls := make(chan call, 4)
+	p.HandleFunc("later", func(ctx context.Context, task *asynq.Task) error {
+		m, _ := queue.MetaOf(task)
+		calls <- call{time.Now(), m}
+		if m.Requeues == 0 {
+			return queue.Throttled(1500*time.Millisecond, "not yet")
+		}
+		return nil
+	}, nil)
+	start(t, p)
+
+	h.enqueue(t, queue.Task{Type: "later"}, asynq.MaxRetry(0))
+	first := recv(t, calls, 10*time.Second, "the first run")
+	second := recv(t, calls, 10*time.Second, "the second run")
+	// asynq keeps due times in whole seconds: up to a second early.
+	assert.GreaterOrEqual(t, second.at.Sub(first.at), 500*time.Millisecond)
+	assert.Equal(t, 1, second.meta.Requeues)
+	assert.True(t, second.meta.Slot.IsZero(), "no ticket")
+	waitFor(t, 5*time.Second, "the job to be done", func() bool { return p.Stats().Processed == 1 })
+	q := h.queueInfo(t)
+	assert.Equal(t, 0, q.Archived)
+	assert.Equal(t, 0, q.Retry)
+}
