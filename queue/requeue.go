@@ -68,10 +68,9 @@ func (c *Client) Requeue(ctx context.Context, t *asynq.Task, delay time.Duration
 	if !slot.IsZero() && slot.UnixMicro() <= 0 {
 		return nil, fmt.Errorf("queue: requeue %s: slot %v is not after 1970", t.Type(), slot)
 	}
-	m, err := MetaOf(t)
-	if err != nil {
-		return nil, fmt.Errorf("queue: requeue %s: %w", t.Type(), err)
-	}
+	// A malformed sluice header counts as absent, never as a reason to lose
+	// the job: its field stays zero and writeTo below leaves it out of the copy.
+	m, _ := MetaOf(t)
 	if m.Origin == "" {
 		m.Origin = id
 	}

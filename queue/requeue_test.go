@@ -235,3 +235,33 @@ func utcMeta(m queue.Meta) queue.Meta {
 	}
 	return m
 }
+
+func TestRequeueDropsMalformedHeaders(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	c := queue.NewClient(h.ac)
+	copies := make(chan *asynq.TaskInfo, 1)
+	errs := make(chan error, 1)
+	h.serve(t, noDelay, func(ctx context.Context, task *asynq.Task) error {
+		info, err := c.Requeue(ctx, task, time.Hour, time.Time{})
+		copies <- info
+		errs <- err
+		return nil
+	})
+	// Raw asynq, as a foreign enqueuer would: a cost that is not a number and
+	// a requeue count out of range.
+	bad := asynq.NewTaskWithHeaders("x", []byte("p"), map[string]string{
+		queue.HeaderCost: "lots", queue.HeaderRequeues: "-3", "trace": "keep-me",
+	})
+	_, err := h.ac.Enqueue(bad, asynq.Queue(h.queue))
+	require.NoError(t, err)
+
+	info := recv(t, copies, 5*time.Second, "the copy")
+	require.NoError(t, <-errs, "a malformed header is no reason to lose the job")
+	require.NotNil(t, info)
+	got := info.Headers
+	assert.NotContains(t, got, queue.HeaderCost, "the malformed cost is dropped")
+	assert.Equal(t, "1", got[queue.HeaderRequeues], "the count starts again")
+	assert.Equal(t, "keep-me", got["trace"], "other headers travel with the job")
+	assert.Equal(t, []byte("p"), info.Payload)
+}

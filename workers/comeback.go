@@ -3,10 +3,8 @@ package workers
 import (
 	"context"
 	"fmt"
-	"maps"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
@@ -87,35 +85,11 @@ func (p *Pool) comeBack(ctx context.Context, j *job, delay time.Duration, slot t
 		attribute.Float64("sluice.delay_s", delay.Seconds()),
 		attribute.Bool("sluice.ticket", !slot.IsZero())))
 	p.requeued(ctx, j.rt, why)
-	if _, err := p.client.Requeue(ctx, j.requeue, delay, slot); err != nil {
+	if _, err := p.client.Requeue(ctx, j.task, delay, slot); err != nil {
 		j.log.Error("workers: queue store (asynq's Redis) unavailable: cannot send the job back; asynq's retry path takes it",
 			"reason", why.String(), "delay", delay, "err", err)
 		return queue.Throttled(delay, fmt.Sprintf("workers: %s: sending the job back failed: %v", why, err))
 	}
 	j.log.Debug("workers: job sent back", "reason", why.String(), "delay", delay, "ticket", !slot.IsZero())
 	return nil
-}
-
-// sluiceHeaders are the headers queue.MetaOf reads.
-var sluiceHeaders = []string{
-	queue.HeaderKey, queue.HeaderCost, queue.HeaderEnqueuedAt, queue.HeaderThrottledSince,
-	queue.HeaderRequeues, queue.HeaderSlot, queue.HeaderOrigin, queue.HeaderTimeout,
-	queue.HeaderDeadline, queue.HeaderRetention,
-}
-
-// withoutBadHeaders returns a copy of t without the sluice headers that
-// queue.MetaOf cannot parse, which Requeue would refuse: a malformed header is
-// treated as absent, never a reason to lose the job.
-func withoutBadHeaders(t *asynq.Task) *asynq.Task {
-	h := maps.Clone(t.Headers())
-	for _, name := range sluiceHeaders {
-		v, ok := h[name]
-		if !ok {
-			continue
-		}
-		if _, err := queue.MetaOf(asynq.NewTaskWithHeaders(t.Type(), nil, map[string]string{name: v})); err != nil {
-			delete(h, name)
-		}
-	}
-	return asynq.NewTaskWithHeaders(t.Type(), t.Payload(), h)
 }

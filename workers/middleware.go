@@ -20,9 +20,8 @@ import (
 type job struct {
 	task    *asynq.Task
 	rt      *route
-	meta    queue.Meta  // the task's sluice headers; a malformed one is left zero
-	requeue *asynq.Task // what Requeue gets: task, or a copy without malformed sluice headers
-	retried int         // asynq's retry count of this run
+	meta    queue.Meta // the task's sluice headers; a malformed one is left zero
+	retried int        // asynq's retry count of this run
 	start   time.Time
 	log     *slog.Logger
 
@@ -73,12 +72,11 @@ func (p *Pool) newJob(ctx context.Context, task *asynq.Task, rt *route) *job {
 	id, _ := asynq.GetTaskID(ctx)
 	qname, _ := asynq.GetQueueName(ctx)
 	retried, _ := asynq.GetRetryCount(ctx)
-	j := &job{task: task, rt: rt, requeue: task, retried: retried, start: time.Now()}
+	j := &job{task: task, rt: rt, retried: retried, start: time.Now()}
 	j.log = p.log.With("task_id", id, "task_type", task.Type(), "queue", qname, "policy", rt.policyName())
 	var err error
 	if j.meta, err = queue.MetaOf(task); err != nil {
 		j.log.Warn("workers: malformed sluice header, treated as absent", "err", err)
-		j.requeue = withoutBadHeaders(task)
 	}
 	return j
 }
