@@ -33,12 +33,22 @@ func (e *LimitedError) Error() string {
 // Is makes errors.Is(err, ErrLimited) true.
 func (e *LimitedError) Is(target error) bool { return target == ErrLimited }
 
-// StoreError reports a store that could not be reached, timed out, or answered
-// something that is not a valid reply. It unwraps to the cause.
+// StoreError reports a store that could not be reached, timed out, answered
+// something that is not a valid reply, or refused this client (a wrong
+// password, an ACL that denies a key or command). It unwraps to the cause.
+//
+// A refusal is a misconfiguration, not an outage: no failure policy grants
+// through it, so FailOpen and FailLocal fail closed on it.
 type StoreError struct {
 	Op  string // "reserve", "refund", "cooldown"
 	Err error
+
+	refused bool
 }
+
+// Refused reports whether the store answered but refused this client:
+// authentication or ACL.
+func (e *StoreError) Refused() bool { return e.refused }
 
 func (e *StoreError) Error() string {
 	return "throttle: store unavailable: " + e.Op + ": " + e.Err.Error()

@@ -105,7 +105,7 @@ func (f *fallback) now() time.Time {
 type verdict int
 
 const (
-	answered verdict = iota // it answered: a decision, or a request it refused
+	answered verdict = iota // it answered: a decision, or a request or client it refused
 	failed                  // it could not answer: unreachable, timed out, bad reply
 	unknown                 // the caller cancelled it: nothing learned
 )
@@ -115,8 +115,11 @@ func judge(ctx context.Context, err error) verdict {
 		return answered
 	}
 	var inv *InvalidError
+	var se *StoreError
 	switch {
 	case errors.As(err, &inv):
+		return answered
+	case errors.As(err, &se) && se.refused: // a misconfiguration: no policy grants through it
 		return answered
 	case errors.Is(ctx.Err(), context.Canceled):
 		return unknown

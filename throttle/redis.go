@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -82,7 +81,7 @@ func (s *RedisStore) reserve(ctx context.Context, req request) (decision, error)
 	}
 	v, err := reserveScript.Run(ctx, s.rdb, keys, args...).Result()
 	if err != nil {
-		return decision{}, storeErr("reserve", err)
+		return decision{}, s.fail("reserve", err)
 	}
 	d, err := parseDecision(v, n)
 	if err != nil {
@@ -127,7 +126,7 @@ func (s *RedisStore) refund(ctx context.Context, req request, d decision, id str
 	keys[n] = keys[0] + ":refund:" + id
 	v, err := refundScript.Run(ctx, s.rdb, keys, args...).Int64()
 	if err != nil {
-		return false, storeErr("refund", err)
+		return false, s.fail("refund", err)
 	}
 	return v == 1, nil
 }
@@ -137,7 +136,7 @@ func (s *RedisStore) cooldown(ctx context.Context, prefix string, b Bucket, d ti
 	v, err := cooldownScript.Run(ctx, s.rdb, keys, s.now(), int64(d/time.Microsecond),
 		b.Limit.interval(), b.Limit.Burst).Int64()
 	if err != nil {
-		return 0, storeErr("cooldown", err)
+		return 0, s.fail("cooldown", err)
 	}
 	if v < 0 {
 		return 0, storeErr("cooldown", fmt.Errorf("bad reply %d", v))
@@ -145,13 +144,37 @@ func (s *RedisStore) cooldown(ctx context.Context, prefix string, b Bucket, d ti
 	return micros(v), nil
 }
 
+// fail turns a failed store call into the error callers see. A network
+// failure on a cluster also asks go-redis to reload the slot map: a master that
+// died sends no MOVED, and without a reload the client keeps calling it until
+// its next periodic refresh (a minute by default), long after the replica took over.
+func (s *RedisStore) fail(op string, err error) error {
+	var rerr redis.Error
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok && !errors.As(err, &rerr) {
+		cc.ReloadState(context.Background())
+	}
+	return storeErr(op, err)
+}
+
 func storeErr(op string, err error) error {
-	if strings.HasPrefix(err.Error(), "CROSSSLOT") {
+	if redis.HasErrorPrefix(err, "CROSSSLOT") {
 		return &InvalidError{Reason: "buckets acquired together are in different Redis Cluster slots: " + err.Error(), crossSlot: true}
 	}
 	var se *StoreError
 	if errors.As(err, &se) {
 		return err
 	}
-	return &StoreError{Op: op, Err: err}
+	return &StoreError{Op: op, Err: err, refused: refusal(err)}
+}
+
+// refusal reports a server that answered but will not let this client act:
+// a wrong password, or an ACL that denies a key or a command (also one called
+// inside a script). That is a misconfiguration, not an outage.
+func refusal(err error) bool {
+	for _, p := range []string{"NOPERM", "WRONGPASS", "NOAUTH", "The user executing the script can't run this command"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
 }

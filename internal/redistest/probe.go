@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -21,8 +22,18 @@ const probeTimeout = 500 * time.Millisecond
 // probe asks the server at addr for PONG over a raw connection, and checks
 // that the answer comes from pid and not from some other server that holds
 // the port. password, if set, is sent with AUTH first.
-func probe(addr, password string, pid int) error {
-	conn, err := net.DialTimeout("tcp", addr, probeTimeout)
+func probe(addr, password string, pid int) error { return probeWith(addr, password, pid, nil) }
+
+// probeWith is probe over TLS with tlsConfig, or over plain TCP if it is nil.
+func probeWith(addr, password string, pid int, tlsConfig *tls.Config) error {
+	dialer := &net.Dialer{Timeout: probeTimeout}
+	var conn net.Conn
+	var err error
+	if tlsConfig != nil {
+		conn, err = tls.DialWithDialer(dialer, "tcp", addr, tlsConfig)
+	} else {
+		conn, err = dialer.Dial("tcp", addr)
+	}
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@
 package redistest
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -38,10 +39,11 @@ const (
 // Its methods are safe for concurrent use.
 type Server struct {
 	bin      string
-	args     []string // extra command-line arguments, kept for Restart
-	dir      string   // working directory: log file, anything redis-server writes
-	port     int      // fixed once start returns
-	password string   // value of --requirepass, if given; used by Client and the probe
+	args     []string    // extra command-line arguments, kept for Restart
+	dir      string      // working directory: log file, anything redis-server writes
+	port     int         // fixed once start returns
+	password string      // value of --requirepass, if given; used by Client and the probe
+	tls      *tls.Config // set for a TLS-only server: how Client and the probe connect
 
 	mu      sync.Mutex
 	proc    *process // nil while not running
@@ -73,7 +75,12 @@ func Start(tb testing.TB, args ...string) *Server {
 }
 
 // start launches a server that no test owns; the caller arranges for Stop.
-func start(args []string) (*Server, error) {
+func start(args []string) (*Server, error) { return startWith(args, nil) }
+
+// startWith is start with a setup step that runs once the server's directory
+// exists and before the first launch: it may write files there, add to s.args
+// and set s.tls.
+func startWith(args []string, setup func(s *Server) error) (*Server, error) {
 	bin, err := findBinary()
 	if err != nil {
 		return nil, err
@@ -87,6 +94,12 @@ func start(args []string) (*Server, error) {
 		args:     slices.Clone(args),
 		dir:      dir,
 		password: passwordFrom(args),
+	}
+	if setup != nil {
+		if err := setup(s); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -123,15 +136,18 @@ func (s *Server) launch() error {
 		return fmt.Errorf("open server log: %w", err)
 	}
 
-	args := []string{
-		"--port", strconv.Itoa(s.port),
+	args := []string{"--port", strconv.Itoa(s.port)}
+	if s.tls != nil {
+		args = []string{"--port", "0", "--tls-port", strconv.Itoa(s.port)}
+	}
+	args = append(args,
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--appendonly", "no",
 		"--dir", s.dir,
 		"--daemonize", "no",
 		"--protected-mode", "no",
-	}
+	)
 	cmd := exec.Command(s.bin, append(args, s.args...)...)
 	cmd.Dir = s.dir
 	cmd.Stdout = logFile
@@ -168,7 +184,7 @@ func (s *Server) waitReady(p *process, logPath string, logStart int64) error {
 			return fmt.Errorf("exited at start: %v", p.cmd.ProcessState)
 		default:
 		}
-		err := probe(s.addr(), s.password, p.cmd.Process.Pid)
+		err := probeWith(s.addr(), s.password, p.cmd.Process.Pid, s.tls)
 		if err == nil || errors.Is(err, errPortInUse) {
 			return err
 		}
@@ -193,16 +209,33 @@ func (s *Server) URL() string { return "redis://" + s.addr() + "/0" }
 
 // Client returns a new go-redis client for the server, with ContextTimeoutEnabled
 // so that a context's deadline bounds every call, and with the password given by
-// --requirepass, if any. The client is closed when tb finishes.
+// --requirepass, if any; for a server from StartTLS, over TLS. The client is
+// closed when tb finishes.
 func (s *Server) Client(tb testing.TB) *redis.Client {
 	tb.Helper()
-	c := redis.NewClient(&redis.Options{
+	c := s.newClient()
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// newClient returns a client as Client does, which the caller must close.
+func (s *Server) newClient() *redis.Client {
+	opt := &redis.Options{
 		Addr:                  s.addr(),
 		Password:              s.password,
 		ContextTimeoutEnabled: true,
-	})
-	tb.Cleanup(func() { _ = c.Close() })
-	return c
+	}
+	if s.tls != nil {
+		opt.TLSConfig = s.tls.Clone()
+	}
+	return redis.NewClient(opt)
+}
+
+// running reports whether the server's process is up (neither killed nor stopped).
+func (s *Server) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc != nil
 }
 
 // Pause freezes the server with SIGSTOP: connections stay open and calls hang

@@ -1,0 +1,161 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// limiterACL are the ACL SETUSER rules that give a user the least it needs for
+// a Limiter under the default prefix: the two script commands (EVAL is the
+// fallback when the script cache is empty) and the commands the scripts call,
+// which Redis checks against the same user. Each one is needed: without any of
+// them TestRedisTLSWithLeastPrivilegeUser fails. docs/redis-deployment.md
+// quotes them; keep the two in step.
+var limiterACL = []string{
+	"reset", "on", ">secret", "~sluice:*", "resetchannels", "-@all",
+	"+evalsha", "+eval", "+get", "+set", "+del", "+time",
+}
+
+// startACLServer starts a TLS-only Redis whose default user needs the password
+// "admin", with the user "sluice" set up by limiterACL, and returns the server
+// and an admin client.
+func startACLServer(t *testing.T) (*redistest.TLSServer, *redis.Client) {
+	t.Helper()
+	srv := redistest.StartTLS(t, "--requirepass", "admin")
+	admin := srv.Client(t)
+	args := append([]any{"ACL", "SETUSER", "sluice"}, anys(limiterACL)...)
+	require.NoError(t, admin.Do(context.Background(), args...).Err())
+	return srv, admin
+}
+
+// tlsClient returns a client for url as users build one: redis.ParseURL, plus
+// the CA to trust. Its options leave ContextTimeoutEnabled off, so a store over
+// it makes its own copy; that copy must keep TLS and the credentials.
+func tlsClient(t *testing.T, srv *redistest.TLSServer, url string) *redis.Client {
+	t.Helper()
+	opt, err := redis.ParseURL(url)
+	require.NoError(t, err)
+	require.NotNil(t, opt.TLSConfig, "rediss:// turns TLS on")
+	opt.TLSConfig.RootCAs = srv.TLSConfig().RootCAs
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+func newTLSLimiter(t *testing.T, rdb *redis.Client, opts ...Option) *Limiter {
+	t.Helper()
+	store := NewRedisStore(rdb)
+	require.True(t, store.owned, "the store copies a client without ContextTimeoutEnabled")
+	t.Cleanup(func() { _ = store.Close() })
+	return NewLimiter(store, opts...)
+}
+
+func TestRedisTLSWithLeastPrivilegeUser(t *testing.T) {
+	srv, admin := startACLServer(t)
+	rdb := tlsClient(t, srv, srv.URL("sluice", "secret"))
+	prefix := DefaultKeyPrefix + redistest.Prefix(t)
+	lim := newTLSLimiter(t, rdb, WithKeyPrefix(prefix))
+	ctx := context.Background()
+	l := Limit{Rate: 20, Burst: 2} // a token every 50 ms
+
+	// An empty script cache: the first calls go through the EVAL fallback.
+	require.NoError(t, admin.ScriptFlush(ctx).Err())
+
+	require.NoError(t, lim.Acquire(ctx, "api", l, 1), "Acquire")
+	res, err := lim.TryAcquire(ctx, "api", l, 1)
+	require.NoError(t, err, "TryAcquire")
+	assert.True(t, res.Allowed, "second token of the burst")
+	res, err = lim.TryAcquire(ctx, "api", l, 1)
+	require.NoError(t, err, "TryAcquire on an empty bucket")
+	assert.False(t, res.Allowed, "the bucket is empty")
+	assert.Greater(t, res.RetryAfter, time.Duration(0))
+
+	r, err := lim.Reserve(ctx, "api", l, 1, time.Second)
+	require.NoError(t, err, "Reserve")
+	assert.Greater(t, r.Delay(), time.Duration(0), "an empty bucket books a later slot")
+	require.NoError(t, r.Cancel(ctx), "Cancel")
+
+	// Two buckets, the second fresh: its refund empties the key (DEL).
+	tagged := []Bucket{{Key: "{acct}:tenant:1", Limit: Limit{Rate: 1, Burst: 1}}, {Key: "{acct}:global", Limit: Limit{Rate: 1000, Burst: 10}}}
+	require.NoError(t, lim.AcquireAll(ctx, tagged[:1]), "AcquireAll")
+	r, err = lim.ReserveAll(ctx, tagged, 2*time.Second)
+	require.NoError(t, err, "ReserveAll")
+	assert.Greater(t, r.Delay(), 500*time.Millisecond, "the tenant bucket is empty")
+	require.NoError(t, r.Cancel(ctx), "Cancel of a multi-bucket reservation")
+	n, err := admin.Exists(ctx, prefix+"{acct}:global").Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), n, "the refund left the global bucket full, so it deleted its key")
+
+	next, err := lim.Cooldown(ctx, "upstream", l, 300*time.Millisecond)
+	require.NoError(t, err, "Cooldown")
+	assert.InDelta(t, 300*time.Millisecond, next, float64(50*time.Millisecond))
+	res, err = lim.TryAcquire(ctx, "upstream", l, 1)
+	require.NoError(t, err)
+	assert.False(t, res.Allowed, "cooling down")
+
+	log, err := admin.Do(ctx, "ACL", "LOG").Slice()
+	require.NoError(t, err)
+	assert.Empty(t, log, "Redis denied nothing to the limiter's user")
+}
+
+func TestRedisACLRefusesKeysOutsideThePrefix(t *testing.T) {
+	srv, _ := startACLServer(t)
+	rdb := tlsClient(t, srv, srv.URL("sluice", "secret"))
+	lim := newTLSLimiter(t, rdb, WithKeyPrefix("other:"))
+	ctx := context.Background()
+	l := Limit{Rate: 10, Burst: 1}
+
+	start := time.Now()
+	_, err := lim.TryAcquire(ctx, "api", l, 1)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrUnavailable, "a refusal by Redis is a store error")
+	var se *StoreError
+	assert.True(t, errors.As(err, &se), "a *StoreError: %v", err)
+	assert.True(t, redis.HasErrorPrefix(err, "NOPERM"), "the cause is Redis's NOPERM: %v", err)
+	assert.Less(t, time.Since(start), time.Second, "refused at once")
+	t.Logf("outside the prefix: %v", err)
+
+	_, err = lim.Cooldown(ctx, "api", l, time.Second)
+	assert.ErrorIs(t, err, ErrUnavailable)
+	assert.True(t, redis.HasErrorPrefix(err, "NOPERM"), "Cooldown: %v", err)
+}
+
+func TestRedisWrongPassword(t *testing.T) {
+	srv, _ := startACLServer(t)
+	ctx := context.Background()
+	l := Limit{Rate: 10, Burst: 1}
+	for _, tc := range []struct{ name, url, reply string }{
+		{"wrong password", srv.URL("sluice", "wrong"), "WRONGPASS"},
+		{"unknown user", srv.URL("nobody", "secret"), "WRONGPASS"},
+		{"no credentials", srv.URL("", ""), "NOAUTH"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A refusal is a misconfiguration, not an outage: no policy grants through it.
+			for _, policy := range []Option{
+				WithFailurePolicy(FailClosed),
+				WithFailurePolicy(FailOpen),
+				func(c *config) { WithFailurePolicy(FailLocal)(c); WithHosts(FixedHosts(2))(c) },
+			} {
+				lim := newTLSLimiter(t, tlsClient(t, srv, tc.url), policy)
+				start := time.Now()
+				res, err := lim.TryAcquire(ctx, "api", l, 1)
+				require.Error(t, err, "granted: %+v", res)
+				assert.ErrorIs(t, err, ErrUnavailable)
+				var se *StoreError
+				require.ErrorAs(t, err, &se)
+				assert.True(t, se.Refused(), "a refusal, not an outage")
+				assert.True(t, redis.HasErrorPrefix(err, tc.reply), "the cause is Redis's %s: %v", tc.reply, err)
+				assert.Less(t, time.Since(start), 2*time.Second, "refused promptly")
+				assert.Equal(t, ModeShared, lim.Mode(), "a refusal does not switch to fallback")
+			}
+		})
+	}
+}
