@@ -194,7 +194,9 @@ func TestExponentialConcurrentUse(t *testing.T) {
 	e := backoff.Exponential{Base: time.Millisecond, Max: time.Second, Jitter: backoff.FullJitter}
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			for i := 0; i < 1000; i++ {
 				d := e.Delay(i % 20)
 				if d < 0 || d > time.Second {
@@ -202,7 +204,7 @@ func TestExponentialConcurrentUse(t *testing.T) {
 					return
 				}
 			}
-		})
+		}()
 	}
 	wg.Wait()
 }

@@ -58,40 +58,47 @@ func (l Limit) interval() int64 {
 
 // Validate reports why l cannot be used, or nil.
 func (l Limit) Validate() error {
-	switch {
-	case math.IsNaN(l.Rate) || math.IsInf(l.Rate, 0):
-		return invalidf("rate %v is not a finite number", l.Rate)
-	case l.Rate <= 0:
-		return invalidf("rate %v must be positive", l.Rate)
-	case l.Period < 0:
-		return invalidf("period %v must not be negative", l.Period)
-	case l.Burst < 1:
-		return invalidf("burst %d must be at least 1", l.Burst)
-	case l.Burst > maxBurst:
-		return invalidf("burst %d is larger than %d", l.Burst, maxBurst)
-	}
-	t := l.exactInterval()
-	if t < 1 {
-		return invalidf("rate %v per %v is faster than one token per microsecond", l.Rate, l.period())
-	}
-	if math.Ceil(t)*float64(l.Burst) > maxSpan {
-		return invalidf("rate %v per %v with burst %d takes longer than %v to fill", l.Rate, l.period(), l.Burst, time.Duration(maxSpan)*time.Microsecond)
-	}
-	return nil
+	_, err := l.validate()
+	return err
 }
 
-// check validates l and a request for n tokens from it.
-func (l Limit) check(n int) error {
-	if err := l.Validate(); err != nil {
-		return err
+// validate checks l and returns its interval T, so a call computes it once.
+func (l Limit) validate() (int64, error) {
+	switch {
+	case math.IsNaN(l.Rate) || math.IsInf(l.Rate, 0):
+		return 0, invalidf("rate %v is not a finite number", l.Rate)
+	case l.Rate <= 0:
+		return 0, invalidf("rate %v must be positive", l.Rate)
+	case l.Period < 0:
+		return 0, invalidf("period %v must not be negative", l.Period)
+	case l.Burst < 1:
+		return 0, invalidf("burst %d must be at least 1", l.Burst)
+	case l.Burst > maxBurst:
+		return 0, invalidf("burst %d is larger than %d", l.Burst, maxBurst)
+	}
+	if l.exactInterval() < 1 {
+		return 0, invalidf("rate %v per %v is faster than one token per microsecond", l.Rate, l.period())
+	}
+	t := l.interval()
+	if float64(t)*float64(l.Burst) > maxSpan {
+		return 0, invalidf("rate %v per %v with burst %d takes longer than %v to fill", l.Rate, l.period(), l.Burst, time.Duration(maxSpan)*time.Microsecond)
+	}
+	return t, nil
+}
+
+// check validates l and a request for n tokens from it, and returns l's interval.
+func (l Limit) check(n int) (int64, error) {
+	t, err := l.validate()
+	if err != nil {
+		return 0, err
 	}
 	if n < 1 {
-		return invalidf("n %d must be at least 1", n)
+		return 0, invalidf("n %d must be at least 1", n)
 	}
 	if n > l.Burst {
-		return &InvalidError{Reason: fmt.Sprintf("n %d is larger than burst %d: it could never be granted", n, l.Burst), tooLarge: true}
+		return 0, &InvalidError{Reason: fmt.Sprintf("n %d is larger than burst %d: it could never be granted", n, l.Burst), tooLarge: true}
 	}
-	return nil
+	return t, nil
 }
 
 func (l Limit) String() string {

@@ -64,11 +64,12 @@ func (l *Limiter) check(req *request) error {
 		if err := checkName(b.Key); err != nil {
 			return err
 		}
-		if err := b.Limit.check(b.N); err != nil {
+		t, err := b.Limit.check(b.N)
+		if err != nil {
 			return err
 		}
+		b.t = t
 	}
-	req.prepare()
 	return nil
 }
 
