@@ -1,0 +1,298 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+const prog = "worker"
+
+// maxKeyPrefix bounds --key-prefix, as throttle.WithKeyPrefix does.
+const maxKeyPrefix = 128
+
+const usage = `Usage: worker [flags]
+
+Runs sluice jobs from asynq queues in Redis, taking each job's tokens from
+buckets the whole fleet shares before its handler runs. A job whose turn is
+further off than its wait budget goes back to its queue to come back at its
+turn; an upstream 429/503 pauses the job's bucket on every host.
+
+This binary runs two job types:
+  http:request  one HTTP request; payload
+                {"url": "...", "method": "POST", "headers": {"K": "V"}, "body": "..."}
+  sleep         waits, for demos and tests; payload {"ms": N}, N from 0 to 600000;
+                other fields are ignored, so a key template may read them
+
+Flags:
+  --redis URL              queue Redis (default $REDIS_URL):
+                           redis://[USER:PASSWORD@]HOST[:PORT][/DB], or rediss:// for TLS
+  --limiter-redis URL      limiter Redis, if not the queue Redis (default: --redis)
+  --concurrency N          jobs at once in this process, waiting ones included (default 10)
+  --limit SPEC             a limit, repeatable:
+                           TYPE=RATE/UNIT[,burst=N][,key=TEMPLATE][,max-wait=D][,cost=N][,global=RATE/UNIT[:BURST]]
+                           UNIT is s, m or h; TEMPLATE may use {type}, {payload.FIELD}, {header.NAME}
+  --limits FILE            JSON limits file, {"limits": [{"type": "...", "rate": "50/s", ...}]};
+                           a --limit replaces the file's entry for its type
+  --max-wait DURATION      how long a job may wait here for its turn before it goes
+                           back to the queue, unless its limit says (default 5s)
+  --queues SPEC            queues and priorities, "critical=6,default=3,low=1" or "default"
+                           (default "default")
+  --strict-priority        empty higher-priority queues first
+  --horizon DURATION       archive a job throttled for longer than this (default 24h)
+  --shutdown-timeout D     how long running jobs may finish on shutdown (default 30s)
+  --status-interval D      how often to log a status line, 0 for never (default 10s)
+  --metrics-addr ADDR      serve Prometheus /metrics and /healthz on ADDR,
+                           e.g. 127.0.0.1:9090 (default: off)
+  --key-prefix PREFIX      prefix of the limiter's Redis keys (default "sluice:")
+  --failure-policy P       when the limiter Redis is down: closed (jobs go back to
+                           the queue), open (no limit), or local (each process
+                           takes 1/N of every limit; needs --hosts) (default closed)
+  --hosts N                worker processes in the fleet, for --failure-policy local
+  --http-timeout D         timeout of one http:request job (default 30s)
+  --log-format F           text or json (default text)
+  --log-level L            debug, info, warn or error (default info)
+
+Examples:
+  worker --redis redis://127.0.0.1:6379/0 --limit 'http:request=50/s,burst=5'
+
+  worker --redis rediss://worker:s3cret@queues.internal:6380/0 \
+    --limiter-redis redis://limits.internal:6379/1 \
+    --limit 'http:request=100/m,burst=10,key=tenant:{payload.tenant},global=1000/m' \
+    --queues critical=6,default=3,low=1 --concurrency 50 \
+    --failure-policy local --hosts 8 --metrics-addr 127.0.0.1:9090
+
+Logs go to stderr; SIGINT or SIGTERM stops the worker gracefully (a second
+one exits at once, with status 130). Exit status: 0 stopped, 1 runtime failure
+(a Redis that cannot be reached, say), 2 bad usage or input.
+`
+
+// config is what the flags ask for, checked but not yet turned into clients.
+type config struct {
+	redisURL        string
+	limiterURL      string // never empty after parseFlags: --redis by default
+	concurrency     int
+	limits          []string // --limit, in order
+	limitsFile      string
+	maxWait         time.Duration
+	queues          map[string]int
+	strictPriority  bool
+	horizon         time.Duration
+	shutdownTimeout time.Duration
+	statusInterval  time.Duration
+	metricsAddr     string
+	keyPrefix       string
+	failure         throttle.FailurePolicy
+	hosts           int // 0 when --hosts is not given
+	httpTimeout     time.Duration
+	logFormat       string
+	logLevel        slog.Level
+
+	warnings []string // things worth saying once the logger exists
+}
+
+// stringsFlag collects the values of a repeatable flag.
+type stringsFlag []string
+
+func (s *stringsFlag) String() string     { return strings.Join(*s, " ") }
+func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
+
+// parseFlags reads and checks args, before any I/O but reading the
+// environment. It returns flag.ErrHelp for --help, and errors matching
+// cli.ErrUsage otherwise. The limit specs are kept as written: loadLimits
+// parses them.
+func parseFlags(args []string) (config, error) {
+	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	var (
+		c                              config
+		limits                         stringsFlag
+		queues, failure, level, format string
+	)
+	fs.StringVar(&c.redisURL, "redis", "", "")
+	fs.StringVar(&c.limiterURL, "limiter-redis", "", "")
+	fs.IntVar(&c.concurrency, "concurrency", 10, "")
+	fs.Var(&limits, "limit", "")
+	fs.StringVar(&c.limitsFile, "limits", "", "")
+	fs.DurationVar(&c.maxWait, "max-wait", 5*time.Second, "")
+	fs.StringVar(&queues, "queues", "default", "")
+	fs.BoolVar(&c.strictPriority, "strict-priority", false, "")
+	fs.DurationVar(&c.horizon, "horizon", 24*time.Hour, "")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "")
+	fs.DurationVar(&c.statusInterval, "status-interval", 10*time.Second, "")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "")
+	fs.StringVar(&c.keyPrefix, "key-prefix", throttle.DefaultKeyPrefix, "")
+	fs.StringVar(&failure, "failure-policy", "closed", "")
+	fs.IntVar(&c.hosts, "hosts", 0, "")
+	fs.DurationVar(&c.httpTimeout, "http-timeout", 30*time.Second, "")
+	fs.StringVar(&format, "log-format", "text", "")
+	fs.StringVar(&level, "log-level", "info", "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return config{}, err
+		}
+		return config{}, cli.Usagef("%v", err)
+	}
+	set := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	c.limits = limits
+
+	positive := func(name string, d time.Duration) error {
+		if d <= 0 {
+			return cli.Usagef("--%s %v must be positive", name, d)
+		}
+		return nil
+	}
+	var err error
+	switch {
+	case fs.NArg() > 0:
+		return config{}, cli.Usagef("unexpected argument %q (every option is a --flag)", fs.Arg(0))
+	case c.concurrency < 1:
+		return config{}, cli.Usagef("--concurrency %d must be at least 1", c.concurrency)
+	case set["limits"] && strings.TrimSpace(c.limitsFile) == "":
+		return config{}, cli.Usagef("--limits is empty: want the path of a JSON limits file")
+	case c.statusInterval < 0:
+		return config{}, cli.Usagef("--status-interval %v must not be negative (0 turns the status line off)", c.statusInterval)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"max-wait", c.maxWait}, {"horizon", c.horizon},
+		{"shutdown-timeout", c.shutdownTimeout}, {"http-timeout", c.httpTimeout},
+	} {
+		if err := positive(d.name, d.v); err != nil {
+			return config{}, err
+		}
+	}
+	if c.queues, err = parseQueues(queues); err != nil {
+		return config{}, cli.Usagef("--queues %q: %w", queues, err)
+	}
+	if err := checkKeyPrefix(c.keyPrefix); err != nil {
+		return config{}, err
+	}
+	if c.metricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.metricsAddr); err != nil {
+			return config{}, cli.Usagef("--metrics-addr %q is not HOST:PORT, e.g. 127.0.0.1:9090", c.metricsAddr)
+		}
+	}
+	if c.failure, err = parseFailurePolicy(failure); err != nil {
+		return config{}, err
+	}
+	switch {
+	case set["hosts"] && c.hosts < 1:
+		return config{}, cli.Usagef("--hosts %d must be at least 1", c.hosts)
+	case c.failure == throttle.FailLocal && !set["hosts"]:
+		return config{}, cli.Usagef("--failure-policy local needs --hosts N, the number of worker processes in the fleet: " +
+			"while the limiter Redis is down each process takes 1/N of every limit")
+	case c.failure != throttle.FailLocal && set["hosts"]:
+		c.warnings = append(c.warnings, fmt.Sprintf("--hosts %d is used only with --failure-policy local; ignored", c.hosts))
+	}
+	switch format {
+	case "text", "json":
+		c.logFormat = format
+	default:
+		return config{}, cli.Usagef("--log-format %q: want text or json", format)
+	}
+	if c.logLevel, err = parseLogLevel(level); err != nil {
+		return config{}, err
+	}
+
+	if !set["redis"] {
+		c.redisURL = os.Getenv("REDIS_URL")
+	}
+	if !set["limiter-redis"] {
+		c.limiterURL = c.redisURL
+	} else if strings.TrimSpace(c.limiterURL) == "" {
+		return config{}, cli.Usagef("--limiter-redis is empty: leave it out to use the queue Redis")
+	}
+	return c, nil
+}
+
+// parseQueues parses "critical=6,default=3,low=1": queue names with
+// priorities, a name alone meaning priority 1.
+func parseQueues(s string) (map[string]int, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New(`no queue: want NAME[=PRIORITY],..., e.g. "default" or "critical=6,default=3,low=1"`)
+	}
+	queues := make(map[string]int)
+	for part := range strings.SplitSeq(s, ",") {
+		name, prio, hasPrio := strings.Cut(part, "=")
+		name = strings.TrimSpace(name)
+		switch {
+		case name == "":
+			return nil, fmt.Errorf("empty queue name in %q (a stray comma?)", part)
+		case strings.IndexFunc(name, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
+			return nil, fmt.Errorf("queue name %q contains a space or control character", name)
+		case queues[name] != 0:
+			return nil, fmt.Errorf("queue %q given twice", name)
+		}
+		n := 1
+		if hasPrio {
+			var err error
+			prio = strings.TrimSpace(prio)
+			if n, err = strconv.Atoi(prio); err != nil || n < 1 {
+				return nil, fmt.Errorf("queue %q: priority %q is not a whole number from 1 up", name, prio)
+			}
+		}
+		queues[name] = n
+	}
+	return queues, nil
+}
+
+// checkKeyPrefix refuses what throttle.WithKeyPrefix would refuse on every
+// call, so that the mistake shows at start.
+func checkKeyPrefix(p string) error {
+	switch {
+	case len(p) > maxKeyPrefix:
+		return cli.Usagef("--key-prefix is %d bytes, longer than %d", len(p), maxKeyPrefix)
+	case strings.ContainsAny(p, "{}"):
+		return cli.Usagef("--key-prefix %q must not contain '{' or '}' (they would move keys between Redis Cluster slots)", p)
+	case strings.IndexFunc(p, unicode.IsControl) >= 0:
+		return cli.Usagef("--key-prefix %q contains a control character", p)
+	}
+	return nil
+}
+
+func parseLogLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, cli.Usagef("--log-level %q: want debug, info, warn or error", s)
+}
+
+func parseFailurePolicy(s string) (throttle.FailurePolicy, error) {
+	switch s {
+	case "closed":
+		return throttle.FailClosed, nil
+	case "open":
+		return throttle.FailOpen, nil
+	case "local":
+		return throttle.FailLocal, nil
+	}
+	return 0, cli.Usagef("--failure-policy %q: want closed, open or local", s)
+}
+
+// printUsage writes the usage text to w.
+func printUsage(w io.Writer) {
+	fmt.Fprint(w, usage)
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/limitspec"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+func TestPolicyFor(t *testing.T) {
+	sp, err := limitspec.Parse("email:send=100/m,burst=10,key=tenant:{payload.tenant},max-wait=2s,cost=2,global=500/s:50")
+	require.NoError(t, err)
+	pol, err := policyFor(sp)
+	require.NoError(t, err)
+	assert.Equal(t, "email:send", pol.Name)
+	assert.Equal(t, throttle.Limit{Rate: 100, Period: time.Minute, Burst: 10}, pol.Limit)
+	require.NotNil(t, pol.Global)
+	assert.Equal(t, throttle.Limit{Rate: 500, Period: time.Second, Burst: 50}, *pol.Global)
+	assert.NotSame(t, sp.Global, pol.Global, "the policy has its own copy")
+	assert.Equal(t, 2, pol.Cost)
+	assert.Equal(t, 2*time.Second, pol.MaxWait)
+	require.NotNil(t, pol.Key)
+	key, err := pol.Key(asynq.NewTask("email:send", []byte(`{"tenant": "acme"}`)))
+	require.NoError(t, err)
+	assert.Equal(t, "tenant:acme", key)
+
+	sp, err = limitspec.Parse("http:request=50/s")
+	require.NoError(t, err)
+	pol, err = policyFor(sp)
+	require.NoError(t, err)
+	assert.Equal(t, "http:request", pol.Name)
+	assert.Equal(t, throttle.Limit{Rate: 50, Period: time.Second, Burst: 50}, pol.Limit)
+	assert.Nil(t, pol.Key, "no template: one bucket, named after the type")
+	assert.Nil(t, pol.Global)
+	assert.Equal(t, 0, pol.Cost)
+	assert.Equal(t, time.Duration(0), pol.MaxWait, "the worker's --max-wait")
+}
+
+// A --limit replaces the file's entry for its type, in the file's place;
+// errors name the spec as written, or the file and the type.
+func TestLoadLimits(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "limits.json")
+	require.NoError(t, os.WriteFile(path, []byte(`{"limits": [
+		{"type": "http:request", "rate": "10/s"},
+		{"type": "sleep", "rate": "5/s", "burst": 2}
+	]}`), 0o600))
+
+	got, err := loadLimits([]string{"report:build=1/m", "http:request=50/s,burst=5"}, path)
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	assert.Equal(t, "http:request", got[0].policy.Name)
+	assert.Equal(t, throttle.Limit{Rate: 50, Period: time.Second, Burst: 5}, got[0].policy.Limit)
+	assert.Equal(t, `limit "http:request=50/s,burst=5"`, got[0].source)
+	assert.Equal(t, "sleep", got[1].policy.Name)
+	assert.Equal(t, throttle.Limit{Rate: 5, Period: time.Second, Burst: 2}, got[1].policy.Limit)
+	assert.Equal(t, `limits file "`+path+`", type "sleep"`, got[1].source)
+	assert.Equal(t, "report:build", got[2].policy.Name)
+
+	got, err = loadLimits(nil, "")
+	require.NoError(t, err)
+	assert.Empty(t, got)
+}

@@ -1,0 +1,52 @@
+// Command worker is one process of a sluice fleet: it runs jobs from asynq
+// queues in Redis, each job taking its tokens from buckets the whole fleet
+// shares (in the same or another Redis) before its handler runs.
+//
+//	worker --redis redis://127.0.0.1:6379/0 --limit 'http:request=50/s,burst=5' \
+//	  --metrics-addr 127.0.0.1:9090
+//
+// It runs the built-in job types http:request (one HTTP request) and sleep (a
+// wait, for demos and tests). Run worker --help for the flags. SIGINT or
+// SIGTERM stops it gracefully, with a last log line "worker stopped" that
+// holds its counts; a second signal exits at once with status 130. It exits 1
+// on a runtime failure, such as a Redis it cannot reach at start, and 2 on
+// bad usage or input, found before it connects to anything.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/cli"
+)
+
+func main() {
+	// go-redis logs its own dial failures; the worker reports them itself.
+	redis.SetLogger(quietLogger{})
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	go watchSignals(sigs, cancel, os.Stderr, os.Exit)
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// watchSignals cancels the run at the first signal, so that it stops
+// gracefully, and exits with cli.ExitInterrupted at the second, without
+// waiting for running jobs.
+func watchSignals(sigs <-chan os.Signal, cancel context.CancelCauseFunc, stderr io.Writer, exit func(int)) {
+	sig := <-sigs
+	cancel(fmt.Errorf("received %v", sig))
+	sig = <-sigs
+	fmt.Fprintf(stderr, "%s: received %v again; exiting without waiting for running jobs\n", prog, sig)
+	exit(cli.ExitInterrupted)
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/httpjob"
+	"github.com/sluicehq/sluice/throttle"
+	"github.com/sluicehq/sluice/workers"
+)
+
+const (
+	// shutdownSlack is what the pool's Shutdown gets beyond --shutdown-timeout:
+	// asynq puts the jobs of unfinished handlers back after the timeout.
+	shutdownSlack = 5 * time.Second
+	// metricsShutdownTimeout bounds the last scrapes once the pool has stopped.
+	metricsShutdownTimeout = 2 * time.Second
+)
+
+// run is the whole command, minus signal handling: ctx ends when the worker
+// should stop, and context.Cause(ctx) says why. It returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c, err := parseFlags(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		printUsage(stdout)
+		return cli.ExitOK
+	case err != nil:
+		cli.Report(stderr, prog, err)
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", prog)
+		return cli.ExitCode(err)
+	}
+	limits, err := loadLimits(c.limits, c.limitsFile)
+	if err != nil {
+		return cli.Report(stderr, prog, err)
+	}
+	rc, err := redisFromConfig(c)
+	if err != nil {
+		return cli.Report(stderr, prog, err)
+	}
+	log := newLogger(stderr, c)
+	handlers := builtinHandlers(c)
+	warn(log, c, limits, handlers)
+
+	if errs := rc.ping(ctx); len(errs) > 0 {
+		if ctx.Err() != nil {
+			fmt.Fprintf(stderr, "%s: interrupted before starting\n", prog)
+			return cli.ExitInterrupted
+		}
+		for _, err := range errs {
+			cli.Report(stderr, prog, err)
+		}
+		return cli.ExitFailure
+	}
+	return serve(ctx, c, rc, limits, handlers, log, stderr)
+}
+
+// serve runs the pool until ctx ends, then shuts it down.
+func serve(ctx context.Context, c config, rc redisConfig, limits []limit, handlers map[string]asynq.Handler,
+	log *slog.Logger, stderr io.Writer) int {
+	var m *metrics
+	if c.metricsAddr != "" {
+		var err error
+		if m, err = listenMetrics(c.metricsAddr, log); err != nil {
+			return cli.Report(stderr, prog, err)
+		}
+		m.serve(log) // /healthz says 503 until the pool runs
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), metricsShutdownTimeout)
+		defer cancel()
+		m.shutdown(sctx)
+	}()
+
+	rdb := redis.NewClient(rc.limiter)
+	defer rdb.Close()
+	store := throttle.NewRedisStore(rdb)
+	defer store.Close()
+	lim := throttle.NewLimiter(store, limiterOptions(c, rc, log, m)...)
+
+	pool, err := workers.NewPool(workers.Config{
+		Redis:           rc.queueAsynq,
+		Limiter:         lim,
+		Concurrency:     c.concurrency,
+		Queues:          c.queues,
+		StrictPriority:  c.strictPriority,
+		MaxWait:         c.maxWait,
+		Horizon:         c.horizon,
+		ShutdownTimeout: c.shutdownTimeout,
+		Logger:          log,
+		MeterProvider:   m.meterProvider(),
+		// The worker logs its own status line, with rates and the limiter's mode.
+	})
+	if err != nil {
+		return cli.Report(stderr, prog, cli.Usagef("%w", err))
+	}
+	rates := newRates(time.Now())
+	register(pool, handlers, limits, rates)
+	if err := pool.Start(); err != nil {
+		shutdownPool(pool, c, log)
+		return cli.Report(stderr, prog, err)
+	}
+	m.setHealthy(true)
+	log.Info("worker started", "queues", c.queues, "concurrency", c.concurrency,
+		"limits", len(limits), "failure_policy", c.failure.String(), "limiter_redis", cli.Redact(rc.limiterURL))
+
+	statusCtx, stopStatus := context.WithCancel(context.Background())
+	var status sync.WaitGroup
+	if c.statusInterval > 0 {
+		status.Add(1)
+		go func() {
+			defer status.Done()
+			logStatus(statusCtx, log, c.statusInterval, pool, lim, rates)
+		}()
+	}
+
+	<-ctx.Done()
+	m.setHealthy(false)
+	log.Info("worker stopping", "cause", context.Cause(ctx).Error())
+	err = shutdownPool(pool, c, log)
+	stopStatus()
+	status.Wait()
+	log.LogAttrs(context.Background(), slog.LevelInfo, "worker stopped",
+		statusAttrs(pool.Stats(), rates.total(time.Now()), lim.Mode())...)
+	if err != nil {
+		return cli.Report(stderr, prog, err)
+	}
+	return cli.ExitOK
+}
+
+// shutdownPool shuts the pool down, giving it --shutdown-timeout and the
+// time asynq takes to put unfinished jobs back.
+func shutdownPool(pool *workers.Pool, c config, log *slog.Logger) error {
+	limit := c.shutdownTimeout + shutdownSlack
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	if err := pool.Shutdown(ctx); err != nil {
+		log.Error("worker shutdown did not finish", "within", limit.String())
+		return fmt.Errorf("shutdown did not finish within %v: a handler may be ignoring its context; "+
+			"asynq will hand its job to another worker when its lease runs out", limit)
+	}
+	return nil
+}
+
+// limiterOptions are the Limiter's options from the flags: key prefix,
+// failure policy (with the fleet's size under local), mode-change logging and
+// the metrics.
+func limiterOptions(c config, rc redisConfig, log *slog.Logger, m *metrics) []throttle.Option {
+	redisAttr := slog.String("redis", cli.Redact(rc.limiterURL))
+	opts := []throttle.Option{
+		throttle.WithKeyPrefix(c.keyPrefix),
+		throttle.WithFailurePolicy(c.failure),
+		throttle.WithMeterProvider(m.meterProvider()),
+		throttle.WithModeChange(func(mode string, err error) {
+			if err != nil {
+				log.Warn(fmt.Sprintf("limiter mode: %s (%v)", mode, err), redisAttr)
+				return
+			}
+			log.Info("limiter mode: "+mode, redisAttr)
+		}),
+	}
+	if c.failure == throttle.FailLocal {
+		opts = append(opts, throttle.WithHosts(throttle.FixedHosts(c.hosts)))
+	}
+	return opts
+}
+
+// builtinHandlers are the job types this binary runs, by task type.
+func builtinHandlers(c config) map[string]asynq.Handler {
+	return map[string]asynq.Handler{
+		httpjob.TaskType: &httpjob.Handler{Client: &http.Client{Timeout: c.httpTimeout}},
+		sleepType:        asynq.HandlerFunc(sleepJob),
+	}
+}
+
+// register gives the pool each handler, under the policy of its type's
+// limit if there is one, counted for the status line's rates.
+func register(pool *workers.Pool, handlers map[string]asynq.Handler, limits []limit, r *rates) {
+	byType := make(map[string]*workers.Policy, len(limits))
+	for i := range limits {
+		byType[limits[i].spec.Type] = &limits[i].policy
+	}
+	// Limited types first, in the order of the limits, so that the status
+	// line lists them in that order.
+	types := make([]string, 0, len(handlers))
+	for t := range handlers {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	sort.SliceStable(types, func(i, j int) bool { return index(limits, types[i]) < index(limits, types[j]) })
+	for _, t := range types {
+		h, pol := handlers[t], byType[t]
+		if pol != nil {
+			h = r.counted(h, pol)
+		}
+		pool.Handle(t, h, pol)
+	}
+}
+
+// index is the position of the limit for typ, or len(limits) if none.
+func index(limits []limit, typ string) int {
+	if i := slices.IndexFunc(limits, func(l limit) bool { return l.spec.Type == typ }); i >= 0 {
+		return i
+	}
+	return len(limits)
+}
+
+// warn logs what is allowed but likely a mistake.
+func warn(log *slog.Logger, c config, limits []limit, handlers map[string]asynq.Handler) {
+	for _, w := range c.warnings {
+		log.Warn(w)
+	}
+	known := make([]string, 0, len(handlers))
+	for t := range handlers {
+		known = append(known, t)
+	}
+	sort.Strings(known)
+	for _, l := range limits {
+		if handlers[l.spec.Type] == nil {
+			log.Warn(fmt.Sprintf("%s: this worker has no handler for type %q, so it never runs its jobs (it runs %s)",
+				l.source, l.spec.Type, strings.Join(known, " and ")))
+		}
+	}
+	if c.failure == throttle.FailOpen {
+		log.Warn("--failure-policy open: while the limiter Redis is down, jobs run with no limit at all")
+	}
+}
+
+// newLogger returns the logger for --log-format and --log-level, writing to w.
+func newLogger(w io.Writer, c config) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.logLevel}
+	if c.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/sluicehq/sluice/throttle"
+	"github.com/sluicehq/sluice/workers"
+)
+
+// rates counts the handler runs of each limited job type, for the achieved
+// rates of the status line: a handler runs once its job has its tokens, so
+// runs per second is the rate the policy achieves. Counting is safe for
+// concurrent use; snapshot and total are for one goroutine at a time.
+type rates struct {
+	start    time.Time
+	policies []*policyRate // in the order of the limits
+}
+
+type policyRate struct {
+	name  string
+	limit throttle.Limit
+	runs  atomic.Int64
+
+	last   int64 // runs at the previous snapshot
+	lastAt time.Time
+}
+
+func newRates(now time.Time) *rates { return &rates{start: now} }
+
+// counted returns h counting its runs under the policy pol.
+func (r *rates) counted(h asynq.Handler, pol *workers.Policy) asynq.Handler {
+	pr := &policyRate{name: pol.Name, limit: pol.Limit, lastAt: r.start}
+	r.policies = append(r.policies, pr)
+	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		pr.runs.Add(1)
+		return h.ProcessTask(ctx, t)
+	})
+}
+
+// snapshot describes each policy's rate since the previous snapshot (or
+// since start), "http:request 49.8/s of 50/s, email:send 98.0/m of 100/m",
+// in the unit of its limit.
+func (r *rates) snapshot(now time.Time) string {
+	parts := make([]string, 0, len(r.policies))
+	for _, p := range r.policies {
+		runs := p.runs.Load()
+		parts = append(parts, p.describe(runs-p.last, now.Sub(p.lastAt)))
+		p.last, p.lastAt = runs, now
+	}
+	return strings.Join(parts, ", ")
+}
+
+// total describes each policy's average rate since start.
+func (r *rates) total(now time.Time) string {
+	parts := make([]string, 0, len(r.policies))
+	for _, p := range r.policies {
+		parts = append(parts, p.describe(p.runs.Load(), now.Sub(r.start)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (p *policyRate) describe(runs int64, over time.Duration) string {
+	period := p.limit.Period
+	if period == 0 {
+		period = time.Second
+	}
+	achieved := 0.0
+	if over > 0 {
+		achieved = float64(runs) / over.Seconds() * period.Seconds()
+	}
+	unit := unitOf(period)
+	return fmt.Sprintf("%s %.1f/%s of %s/%s", p.name, achieved, unit, strconv.FormatFloat(p.limit.Rate, 'f', -1, 64), unit)
+}
+
+// unitOf writes a limit's period as limit specs do: s, m or h.
+func unitOf(period time.Duration) string {
+	switch period {
+	case time.Second:
+		return "s"
+	case time.Minute:
+		return "m"
+	case time.Hour:
+		return "h"
+	}
+	return period.String()
+}
+
+// statusAttrs are the fields of the status line and of the final line.
+func statusAttrs(s workers.Stats, rates, mode string) []slog.Attr {
+	attrs := []slog.Attr{
+		slog.Int64("processed", s.Processed),
+		slog.Int64("failed", s.Failed),
+		slog.Int64("requeued", s.Requeued),
+		slog.Int64("cooldowns", s.Cooldowns),
+		slog.Int64("archived", s.Archived),
+		slog.Int64("waiting", s.Waiting),
+	}
+	if rates != "" {
+		attrs = append(attrs, slog.String("rates", rates))
+	}
+	return append(attrs, slog.String("limiter", mode))
+}
+
+// logStatus logs a status line every interval until ctx ends.
+func logStatus(ctx context.Context, log *slog.Logger, interval time.Duration, pool *workers.Pool, lim *throttle.Limiter, r *rates) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			log.LogAttrs(ctx, slog.LevelInfo, "worker status", statusAttrs(pool.Stats(), r.snapshot(now), lim.Mode())...)
+		}
+	}
+}

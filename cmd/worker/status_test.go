@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/throttle"
+	"github.com/sluicehq/sluice/workers"
+)
+
+func TestRates(t *testing.T) {
+	t0 := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	r := newRates(t0)
+	nop := asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil })
+	fast := r.counted(nop, &workers.Policy{Name: "http:request", Limit: throttle.PerSecond(50, 5)})
+	slow := r.counted(nop, &workers.Policy{Name: "email:send", Limit: throttle.Limit{Rate: 100, Period: time.Minute, Burst: 10}})
+	odd := r.counted(nop, &workers.Policy{Name: "odd", Limit: throttle.Limit{Rate: 0.5, Burst: 1}})
+
+	runs := func(h asynq.Handler, n int) {
+		for range n {
+			require.NoError(t, h.ProcessTask(context.Background(), asynq.NewTask("x", nil)))
+		}
+	}
+	steps := []struct {
+		fast, slow, odd int
+		at              time.Duration // since t0
+		want            string
+	}{
+		{0, 0, 0, 0, "http:request 0.0/s of 50/s, email:send 0.0/m of 100/m, odd 0.0/s of 0.5/s"},
+		{100, 3, 1, 2 * time.Second, "http:request 50.0/s of 50/s, email:send 90.0/m of 100/m, odd 0.5/s of 0.5/s"},
+		{99, 0, 0, 4 * time.Second, "http:request 49.5/s of 50/s, email:send 0.0/m of 100/m, odd 0.0/s of 0.5/s"},
+	}
+	for i, s := range steps {
+		runs(fast, s.fast)
+		runs(slow, s.slow)
+		runs(odd, s.odd)
+		assert.Equal(t, s.want, r.snapshot(t0.Add(s.at)), "step %d", i)
+	}
+	assert.Equal(t, "http:request 49.8/s of 50/s, email:send 45.0/m of 100/m, odd 0.2/s of 0.5/s", r.total(t0.Add(4*time.Second)))
+	assert.Equal(t, "", newRates(t0).snapshot(t0), "no limits, no rates")
+}
+
+func TestStatusAttrs(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	s := workers.Stats{Processed: 7, Failed: 1, Requeued: 3, Cooldowns: 2, Archived: 1, Waiting: 4}
+	log.LogAttrs(context.Background(), slog.LevelInfo, "worker stopped", statusAttrs(s, "sleep 1.0/s of 2/s", "shared")...)
+	log.LogAttrs(context.Background(), slog.LevelInfo, "worker status", statusAttrs(workers.Stats{}, "", "fallback")...)
+	assert.Equal(t, `level=INFO msg="worker stopped" processed=7 failed=1 requeued=3 cooldowns=2 archived=1 waiting=4 rates="sleep 1.0/s of 2/s" limiter=shared
+level=INFO msg="worker status" processed=0 failed=0 requeued=0 cooldowns=0 archived=0 waiting=0 limiter=fallback
+`, buf.String())
+}
