@@ -269,6 +269,7 @@ func (p *Pool) run(ctx context.Context, j *job) error {
 	span := trace.SpanFromContext(ctx)
 	span.RecordError(err)
 	span.SetStatus(codes.Error, "handler failed")
+	j.log.Warn("workers: handler failed; asynq retries or archives the job by its MaxRetry", "err", err)
 	p.outcome(ctx, j.rt, outFailed)
 	return err
 }
