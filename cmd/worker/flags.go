@@ -69,7 +69,7 @@ Examples:
 
   worker --redis rediss://worker:s3cret@queues.internal:6380/0 \
     --limiter-redis redis://limits.internal:6379/1 \
-    --limit 'http:request=100/m,burst=10,key=tenant:{payload.tenant},global=1000/m' \
+    --limit 'http:request=100/m,burst=10,key=tenant:{header.sluice-key},global=1000/m' \
     --queues critical=6,default=3,low=1 --concurrency 50 \
     --failure-policy local --hosts 8 --metrics-addr 127.0.0.1:9090
 
