@@ -31,6 +31,7 @@ const (
 	opTry                // reserve with maxWait (0 = TryAcquire)
 	opCancel             // refund reservation #ref with id "id-<ref>"
 	opCooldown           // cooldown the first bucket for d
+	opCooldownLeft       // how much of the first bucket's cooldown is left: next
 )
 
 type step struct {
@@ -99,7 +100,10 @@ var conformance = []struct {
 	{"cooldown holds every caller, then resumes one token at a time", []step{
 		{at: 0, op: opCooldown, buckets: b("k", tenPerSec, 1), d: 2 * time.Second, next: 2 * time.Second},
 		{at: 0, op: opCooldown, buckets: b("k", tenPerSec, 1), d: time.Second, next: 2 * time.Second},
+		{at: 1000000, op: opCooldownLeft, buckets: b("k", tenPerSec, 1), next: time.Second},
+		{at: 1000000, op: opCooldownLeft, buckets: b("other", tenPerSec, 1), next: 0},
 		{at: 1000000, op: opTry, buckets: b("k", tenPerSec, 1), granted: false, wait: 1000000, remaining: 0, reset: 1400000},
+		{at: 2000000, op: opCooldownLeft, buckets: b("k", tenPerSec, 1), next: 0},
 		{at: 2000000, op: opTry, buckets: b("k", tenPerSec, 1), granted: true, remaining: 0, reset: 500000},
 		{at: 2000000, op: opTry, buckets: b("k", tenPerSec, 1), granted: false, wait: 100000, remaining: 0, reset: 500000},
 	}},
@@ -168,6 +172,10 @@ func runConformance(t *testing.T, newStore func(Clock) Store, prefix string) {
 					next, err := store.cooldown(ctx, pfx, s.buckets[0], s.d)
 					require.NoError(t, err, msg)
 					assert.Equal(t, s.next, next, msg+" next")
+				case opCooldownLeft:
+					left, err := store.cooldownLeft(ctx, pfx, s.buckets[0].Key)
+					require.NoError(t, err, msg)
+					assert.Equal(t, s.next, left, msg+" left")
 				}
 			}
 		})

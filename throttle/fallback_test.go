@@ -71,6 +71,13 @@ func (s *fbStore) cooldown(ctx context.Context, prefix string, b Bucket, d time.
 	return s.mem.cooldown(ctx, prefix, b, d)
 }
 
+func (s *fbStore) cooldownLeft(ctx context.Context, prefix, key string) (time.Duration, error) {
+	if s.down.Load() {
+		return 0, &StoreError{Op: "cooldown", Err: errConnRefused}
+	}
+	return s.mem.cooldownLeft(ctx, prefix, key)
+}
+
 func (s *fbStore) calls() int64 { return s.reserves.Load() + s.refunds.Load() + s.cooldowns.Load() }
 
 // fbLocal returns a FailLocal Limiter over store for a fleet of hosts, timed by clk.

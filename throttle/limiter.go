@@ -279,6 +279,24 @@ func (l *Limiter) cooldown(ctx context.Context, b Bucket, d time.Duration) (time
 	return 0, err
 }
 
+// CooldownLeft reports how much of a cooldown put on the bucket key (by any
+// process, through Cooldown) is left: 0 if there is none. Callers that
+// reserved a turn before a cooldown began hold it regardless; this is how
+// they can see the cooldown before they act on it.
+func (l *Limiter) CooldownLeft(ctx context.Context, key string) (time.Duration, error) {
+	if l.err != nil {
+		return 0, l.err
+	}
+	if err := checkName(key); err != nil {
+		return 0, err
+	}
+	left, err := l.store.cooldownLeft(ctx, l.cfg.prefix, key)
+	if err != nil {
+		l.tel.storeError(ctx, "cooldown")
+	}
+	return left, err
+}
+
 // Cooldown grants nothing from the bucket key, to any process, for d; after
 // that the bucket resumes at limit's pace, one token first, so a fleet that was
 // told to back off (an upstream 429 with Retry-After) comes back one caller at

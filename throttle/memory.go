@@ -16,9 +16,10 @@ type MemoryStore struct {
 	clock Clock
 	start time.Time // without a Clock: time is start plus the monotonic time since
 
-	mu      sync.Mutex
-	buckets map[memKey]*int64 // TAT in µs; an entry at or before now is a full bucket
-	markers map[string]int64  // refund marker → expiry, µs
+	mu        sync.Mutex
+	buckets   map[memKey]*int64 // TAT in µs; an entry at or before now is a full bucket
+	markers   map[string]int64  // refund marker → expiry, µs
+	cooldowns map[memKey]int64  // a cooldown's end, µs
 }
 
 type memKey struct{ prefix, name string }
@@ -26,7 +27,7 @@ type memKey struct{ prefix, name string }
 // NewMemoryStore returns an empty in-process store. WithClock sets its time source.
 func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 	c := newStoreConfig(opts)
-	return &MemoryStore{clock: c.clock, start: time.Now(), buckets: make(map[memKey]*int64), markers: make(map[string]int64)}
+	return &MemoryStore{clock: c.clock, start: time.Now(), buckets: make(map[memKey]*int64), markers: make(map[string]int64), cooldowns: make(map[memKey]int64)}
 }
 
 // nowMicros reads the Clock, or else the monotonic clock only (one clock read,
@@ -81,6 +82,12 @@ func (m *MemoryStore) sweep(now int64) {
 		if i++; i >= 2 {
 			break
 		}
+	}
+	for k, ends := range m.cooldowns {
+		if ends <= now {
+			delete(m.cooldowns, k)
+		}
+		break
 	}
 	i = 0
 	for k, exp := range m.markers {
@@ -198,6 +205,9 @@ func (m *MemoryStore) cooldown(_ context.Context, prefix string, b Bucket, d tim
 		tat = target
 		*m.slot(k, now) = tat
 	}
+	if ends := now + int64(d/time.Microsecond); ends > m.cooldowns[k] {
+		m.cooldowns[k] = ends
+	}
 	return micros(max(0, tat-now-(burst-1)*t)), nil
 }
 
@@ -208,4 +218,11 @@ func floorDiv(a, b int64) int64 {
 		q--
 	}
 	return q
+}
+
+// cooldownLeft is cooldown_left.lua in Go; see that file for the contract.
+func (m *MemoryStore) cooldownLeft(_ context.Context, prefix, key string) (time.Duration, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return micros(max(0, m.cooldowns[memKey{prefix, key}]-m.nowMicros())), nil
 }

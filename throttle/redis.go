@@ -131,10 +131,23 @@ func (s *RedisStore) refund(ctx context.Context, req request, d decision, id str
 	return v == 1, nil
 }
 
+func cooldownMarker(prefix, name string) string { return redisKey(prefix, name) + ":cooldown" }
+
 func (s *RedisStore) cooldown(ctx context.Context, prefix string, b Bucket, d time.Duration) (time.Duration, error) {
-	keys := []string{redisKey(prefix, b.Key)}
+	keys := []string{redisKey(prefix, b.Key), cooldownMarker(prefix, b.Key)}
 	v, err := cooldownScript.Run(ctx, s.rdb, keys, s.now(), int64(d/time.Microsecond),
 		b.Limit.interval(), b.Limit.Burst).Int64()
+	if err != nil {
+		return 0, s.fail("cooldown", err)
+	}
+	if v < 0 {
+		return 0, storeErr("cooldown", fmt.Errorf("bad reply %d", v))
+	}
+	return micros(v), nil
+}
+
+func (s *RedisStore) cooldownLeft(ctx context.Context, prefix, key string) (time.Duration, error) {
+	v, err := cooldownLeftScript.Run(ctx, s.rdb, []string{cooldownMarker(prefix, key)}, s.now()).Int64()
 	if err != nil {
 		return 0, s.fail("cooldown", err)
 	}

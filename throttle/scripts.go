@@ -14,8 +14,11 @@ var (
 	refundLua string
 	//go:embed lua/cooldown.lua
 	cooldownLua string
+	//go:embed lua/cooldown_left.lua
+	cooldownLeftLua string
 
-	reserveScript  = redis.NewScript(reserveLua)
-	refundScript   = redis.NewScript(refundLua)
-	cooldownScript = redis.NewScript(cooldownLua)
+	reserveScript      = redis.NewScript(reserveLua)
+	refundScript       = redis.NewScript(refundLua)
+	cooldownScript     = redis.NewScript(cooldownLua)
+	cooldownLeftScript = redis.NewScript(cooldownLeftLua)
 )

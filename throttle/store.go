@@ -15,6 +15,8 @@ type Store interface {
 	refund(ctx context.Context, req request, d decision, id string) (bool, error)
 	// cooldown grants nothing from the bucket for d, then resumes at its pace.
 	cooldown(ctx context.Context, prefix string, b Bucket, d time.Duration) (time.Duration, error)
+	// cooldownLeft is how much of the bucket's cooldown is left.
+	cooldownLeft(ctx context.Context, prefix, key string) (time.Duration, error)
 }
 
 // Clock tells a store the time. Stores read it when given one through WithClock;

@@ -192,6 +192,9 @@ func (p *Pool) redeem(ctx context.Context, j *job) error {
 	slot := j.meta.Slot
 	wait := time.Until(slot)
 	if wait <= 0 {
+		if sent, err := p.heedCooldown(ctx, j); sent {
+			return err
+		}
 		p.waited(ctx, j.rt, 0)
 		return p.run(ctx, j)
 	}
@@ -225,8 +228,32 @@ func (p *Pool) redeem(ctx context.Context, j *job) error {
 		p.outcome(ctx, j.rt, outFailed)
 		return err
 	}
+	if sent, err := p.heedCooldown(ctx, j); sent {
+		return err
+	}
 	p.waited(ctx, j.rt, wait)
 	return p.run(ctx, j)
+}
+
+// heedCooldown sends back a job holding a ticket if its bucket is in a
+// cooldown (an upstream 429 or 503 seen by any host): a turn booked before
+// the cooldown must not run inside it. The job gives the turn up and comes
+// back after the cooldown to take a new one behind it. It costs a ticket
+// holder one store call; if the store cannot answer, the job keeps its turn,
+// which the bucket already counted.
+func (p *Pool) heedCooldown(ctx context.Context, j *job) (sent bool, err error) {
+	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	left, cerr := p.cfg.Limiter.CooldownLeft(sctx, j.key)
+	if cerr != nil {
+		j.log.Debug("workers: cannot read the bucket's cooldown; keeping the turn", "err", cerr)
+		return false, nil
+	}
+	if left <= 0 {
+		return false, nil
+	}
+	trace.SpanFromContext(ctx).AddEvent("turn inside a cooldown")
+	return true, p.comeBack(ctx, j, left, time.Time{}, reasonUpstream)
 }
 
 var errStopping = errors.New("workers: pool stopping")

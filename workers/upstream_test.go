@@ -123,3 +123,38 @@ func TestPoolHandlerThrottled(t *testing.T) {
 	assert.Equal(t, 0, q.Archived)
 	assert.Equal(t, 0, q.Retry)
 }
+
+// A job holding a ticket booked before a cooldown began does not run inside
+// the cooldown: it gives its turn up and comes back after the cooldown to take
+// a new one, not counted as a failure.
+func TestPoolTicketHeedsCooldown(t *testing.T) {
+	h := newHarness(t)
+	limit := throttle.Limit{Rate: 10, Period: time.Second, Burst: 1}
+	const cooldown = 2 * time.Second
+
+	ran := make(chan time.Time, 4)
+	p, err := workers.NewPool(h.config(t))
+	require.NoError(t, err)
+	p.HandleFunc("call", func(ctx context.Context, task *asynq.Task) error {
+		ran <- time.Now()
+		return nil
+	}, &workers.Policy{Name: "api", Limit: limit})
+
+	// Another host saw a 429: the bucket is in cooldown.
+	_, err = h.lim.Cooldown(context.Background(), "api", limit, cooldown)
+	require.NoError(t, err)
+	cooled := time.Now()
+	// A job that was sent back earlier with a turn due now.
+	h.enqueueRaw(t, asynq.NewTaskWithHeaders("call", nil, map[string]string{
+		queue.HeaderSlot: micros(time.Now()), queue.HeaderRequeues: "1",
+	}), asynq.MaxRetry(0))
+	start(t, p)
+
+	at := recv(t, ran, 15*time.Second, "the ticket holder's run")
+	assert.GreaterOrEqual(t, at.Sub(cooled), cooldown, "it ran inside the cooldown")
+	waitFor(t, 5*time.Second, "the job done", func() bool { return p.Stats().Processed == 1 })
+	st := p.Stats()
+	assert.Equal(t, int64(1), st.Requeued, "it went back once, to after the cooldown")
+	assert.Equal(t, int64(0), st.Failed)
+	assert.Equal(t, int64(0), st.Archived)
+}
