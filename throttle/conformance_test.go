@@ -27,11 +27,11 @@ var (
 type op int
 
 const (
-	opTake     op = iota // reserve, no bound on the wait
-	opTry                // reserve with maxWait (0 = TryAcquire)
-	opCancel             // refund reservation #ref with id "id-<ref>"
-	opCooldown           // cooldown the first bucket for d
-	opCooldownLeft       // how much of the first bucket's cooldown is left: next
+	opTake         op = iota // reserve, no bound on the wait
+	opTry                    // reserve with maxWait (0 = TryAcquire)
+	opCancel                 // refund reservation #ref with id "id-<ref>"
+	opCooldown               // cooldown the first bucket for d
+	opCooldownLeft           // how much of the first bucket's cooldown is left: next
 )
 
 type step struct {
@@ -120,6 +120,16 @@ var conformance = []struct {
 		{at: 500000, op: opCancel, ref: 3, refunded: true},
 		{at: 500000, op: opTry, buckets: b("{a}:g", tenBurst, 1), granted: true, remaining: 9, reset: 100000},
 		{at: 500000, op: opTry, buckets: b("{a}:t1", onePerSec, 1), granted: false, wait: 500000, remaining: 0, reset: 500000},
+	}},
+	{"a refund never gives back what has already refilled", []step{
+		// The slot of a two-bucket reservation follows the slow global bucket;
+		// the tenant bucket refills past it long before the slot.
+		{at: 0, op: opTry, buckets: b("{a}:g", perMinute, 2), granted: true, remaining: 0, reset: 60000000},
+		{at: 0, op: opTake, buckets: []Bucket{{Key: "{a}:t", Limit: tenPerSec, N: 3}, {Key: "{a}:g", Limit: perMinute, N: 1}}, granted: true, wait: 30000000, remaining: 0, reset: 90000000},
+		{at: 350000, op: opTry, buckets: b("{a}:t", tenPerSec, 1), granted: true, remaining: 4, reset: 100000},
+		{at: 350000, op: opCancel, ref: 1, refunded: true},
+		{at: 350000, op: opTry, buckets: b("{a}:t", tenPerSec, 5), granted: false, wait: 100000, remaining: 4, reset: 100000},
+		{at: 350000, op: opTry, buckets: b("{a}:t", tenPerSec, 4), granted: true, remaining: 0, reset: 500000},
 	}},
 	{"fractional interval", []step{
 		{at: 0, op: opTry, buckets: b("k", threePS, 1), granted: true, remaining: 0, reset: 333334},

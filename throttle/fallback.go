@@ -110,9 +110,19 @@ const (
 	unknown                 // the caller cancelled it: nothing learned
 )
 
-func judge(ctx context.Context, err error) verdict {
+// shortDeadline: a call whose deadline left the store less than this to
+// answer, and that ran out, learns nothing about the store. Otherwise any
+// caller with a tiny deadline could push the Limiter into fallback (or, under
+// FailOpen, be granted) while Redis is healthy.
+const shortDeadline = 100 * time.Millisecond
+
+// judge says what a store call that began at start tells about the store.
+func judge(ctx context.Context, start time.Time, err error) verdict {
 	if err == nil {
 		return answered
+	}
+	if dl, ok := ctx.Deadline(); ok && ctx.Err() != nil && dl.Sub(start) < shortDeadline {
+		return unknown
 	}
 	var inv *InvalidError
 	var se *StoreError

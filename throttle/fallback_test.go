@@ -72,6 +72,7 @@ func (s *fbStore) cooldown(ctx context.Context, prefix string, b Bucket, d time.
 }
 
 func (s *fbStore) cooldownLeft(ctx context.Context, prefix, key string) (time.Duration, error) {
+	s.cooldowns.Add(1)
 	if s.down.Load() {
 		return 0, &StoreError{Op: "cooldown", Err: errConnRefused}
 	}
@@ -627,4 +628,48 @@ func TestFallbackRedisKilledAndRestarted(t *testing.T) {
 	mu.Lock()
 	assert.Equal(t, []string{ModeFallback, ModeShared}, modes)
 	mu.Unlock()
+}
+
+// In fallback, CooldownLeft answers from the local bucket, without asking the
+// dead store, and sees a cooldown put on the local bucket.
+func TestFallbackCooldownLeftIsLocal(t *testing.T) {
+	clk := newFakeClock()
+	st := newFBStore(clk)
+	lim := fbLocal(st, clk, 2, WithProbeInterval(time.Hour))
+	limit := Limit{Rate: 10, Burst: 2}
+	ctx := context.Background()
+	st.down.Store(true)
+	_, err := lim.TryAcquire(ctx, "k", limit, 1)
+	require.NoError(t, err)
+	require.Equal(t, ModeFallback, lim.Mode())
+
+	_, err = lim.Cooldown(ctx, "k", limit, 3*time.Second)
+	require.NoError(t, err)
+	before := st.calls()
+	left, err := lim.CooldownLeft(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, 3*time.Second, left, "the local bucket's cooldown")
+	assert.Equal(t, before, st.calls(), "the dead store was not asked")
+}
+
+// A caller whose deadline leaves the store no time to answer learns nothing
+// about the store: it neither switches the Limiter to fallback nor, under
+// FailOpen, gets a grant.
+func TestShortDeadlineIsNotAStoreFailure(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	limit := Limit{Rate: 1, Period: time.Hour, Burst: 1}
+	for _, policy := range []Option{
+		WithFailurePolicy(FailOpen),
+		func(c *config) { WithFailurePolicy(FailLocal)(c); WithHosts(FixedHosts(1))(c) },
+	} {
+		lim := NewLimiter(NewRedisStore(rdb), WithKeyPrefix(redistest.Prefix(t)), policy)
+		require.NoError(t, lim.Acquire(context.Background(), "k", limit, 1))
+		for range 5 {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Microsecond)
+			res, err := lim.TryAcquire(ctx, "k", limit, 1)
+			cancel()
+			assert.False(t, err == nil && res.Allowed, "granted past an exhausted bucket on a tiny deadline")
+		}
+		assert.Equal(t, ModeShared, lim.Mode())
+	}
 }

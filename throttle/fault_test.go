@@ -108,3 +108,24 @@ func TestFaultScriptFlushUnderLoad(t *testing.T) {
 	assert.Equal(t, int64(0), failures.Load())
 	assert.Greater(t, flushes, 10)
 }
+
+// Acquire budgets its wait from the deadline before the round trip, and its
+// slot comes after it: when latency pushes the slot past the deadline, it
+// gives the tokens back and fails at once rather than sleeping just to fail.
+func TestFaultAcquireChecksItsSlotAgainstTheDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := faultproxy.Start(t, srv.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	lim := NewLimiter(NewRedisStore(rdb), WithKeyPrefix(redistest.Prefix(t)))
+	l := Limit{Rate: 1, Burst: 1}
+	ctx := context.Background()
+	require.NoError(t, lim.Acquire(ctx, "k", l, 1))
+
+	proxy.SetLatency(150 * time.Millisecond)
+	cctx, cancel := context.WithTimeout(ctx, 1050*time.Millisecond)
+	defer cancel()
+	err := lim.Acquire(cctx, "k", l, 1)
+	assert.ErrorIs(t, err, ErrLimited)
+	assert.NoError(t, cctx.Err(), "it slept towards the deadline instead of failing at once")
+}

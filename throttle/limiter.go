@@ -127,11 +127,20 @@ func (l *Limiter) AcquireAll(ctx context.Context, buckets []Bucket) error {
 func (l *Limiter) acquire(ctx context.Context, req request) error {
 	ctx, span := l.tel.tracer.Start(ctx, "throttle.Acquire")
 	defer span.End()
-	req.maxWait = -1
-	if dl, ok := ctx.Deadline(); ok {
-		req.maxWait = max(0, int64(time.Until(dl)/time.Microsecond))
+	req.maxWait = maxSpan
+	dl, hasDeadline := ctx.Deadline()
+	if hasDeadline {
+		req.maxWait = min(maxSpan, max(0, int64(time.Until(dl)/time.Microsecond)))
 	}
 	r, err := l.reserve(ctx, req)
+	if err == nil && hasDeadline && r.Time().After(dl) {
+		// The budget was measured before the round trip; the slot, after it.
+		// No sleeping just to fail: give the tokens back and say when to return.
+		late := r.Delay()
+		_ = r.Cancel(ctx)
+		err = &LimitedError{RetryAfter: late}
+		l.tel.outcome(ctx, req.one.Key, outDenied)
+	}
 	if err == nil {
 		err = r.wait(ctx, span)
 	}
@@ -196,9 +205,11 @@ func (l *Limiter) ReserveAll(ctx context.Context, buckets []Bucket, maxWait time
 	return l.reserve(ctx, req)
 }
 
+// budget is maxWait in µs; negative or beyond the span a bucket's state may
+// reach (about three years), it is that span: no reservation is unbounded.
 func budget(maxWait time.Duration) int64 {
-	if maxWait < 0 {
-		return -1
+	if maxWait < 0 || maxWait/time.Microsecond > maxSpan {
+		return maxSpan
 	}
 	return int64(maxWait / time.Microsecond)
 }
@@ -233,8 +244,9 @@ func (l *Limiter) decide(ctx context.Context, req *request) (decision, *Limiter,
 	if local {
 		return l.fb.decide(ctx, req, l.fb.lastCause())
 	}
+	start := time.Now()
 	d, err := l.store.reserve(ctx, *req)
-	v := judge(ctx, err)
+	v := judge(ctx, start, err)
 	l.fb.end(probe, v, err)
 	if err == nil {
 		return d, l, nil
@@ -266,8 +278,9 @@ func (l *Limiter) cooldown(ctx context.Context, b Bucket, d time.Duration) (time
 	if local {
 		return l.fb.cooldown(ctx, l.cfg.prefix, b, d, l.fb.lastCause())
 	}
+	start := time.Now()
 	next, err := l.store.cooldown(ctx, l.cfg.prefix, b, d)
-	v := judge(ctx, err)
+	v := judge(ctx, start, err)
 	l.fb.end(probe, v, err)
 	if err == nil {
 		return next, nil
@@ -290,12 +303,27 @@ func (l *Limiter) CooldownLeft(ctx context.Context, key string) (time.Duration, 
 	if err := checkName(key); err != nil {
 		return 0, err
 	}
+	local, probe := l.fb.begin()
+	if local {
+		return l.fb.local.store.cooldownLeft(ctx, l.cfg.prefix, key)
+	}
+	start := time.Now()
 	left, err := l.store.cooldownLeft(ctx, l.cfg.prefix, key)
+	v := judge(ctx, start, err)
+	l.fb.end(probe, v, err)
 	if err != nil {
 		l.tel.storeError(ctx, "cooldown")
+		if v == failed && l.cfg.failure == FailLocal {
+			return l.fb.local.store.cooldownLeft(ctx, l.cfg.prefix, key)
+		}
 	}
 	return left, err
 }
+
+// Err reports the Limiter's configuration error (a bad key prefix, FailLocal
+// without WithHosts, a nil store), which every call returns; nil if it has none.
+// Check it once at start-up rather than on every call.
+func (l *Limiter) Err() error { return l.err }
 
 // Cooldown grants nothing from the bucket key, to any process, for d; after
 // that the bucket resumes at limit's pace, one token first, so a fleet that was

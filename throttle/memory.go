@@ -61,15 +61,16 @@ func (m *MemoryStore) tatOf(k memKey, now int64) int64 {
 	return now
 }
 
-// slot is where bucket k's TAT lives, made if the bucket is new.
-func (m *MemoryStore) slot(k memKey, now int64) *int64 {
-	p := m.buckets[k]
-	if p == nil {
-		m.sweep(now)
+// slot is where bucket k's TAT lives, made if the bucket is new; added says
+// so, and the caller then sweeps once it holds no pointer into the map (a
+// sweep may drop a full bucket whose pointer it still holds).
+func (m *MemoryStore) slot(k memKey) (p *int64, added bool) {
+	if p = m.buckets[k]; p == nil {
 		p = new(int64)
 		m.buckets[k] = p
+		added = true
 	}
-	return p
+	return p, added
 }
 
 // sweep forgets up to two full buckets and expired markers: amortised cleanup.
@@ -131,6 +132,7 @@ func (m *MemoryStore) reserve(_ context.Context, req request) (decision, error) 
 	}
 	if req.maxWait < 0 || d.wait <= req.maxWait {
 		d.granted = true
+		added := false
 		for i := 0; i < n; i++ {
 			b := req.at(i)
 			p := p0
@@ -138,10 +140,15 @@ func (m *MemoryStore) reserve(_ context.Context, req request) (decision, error) 
 				p = ps[i-1]
 			}
 			if p == nil {
-				p = m.slot(memKey{req.prefix, b.Key}, now)
+				var a bool
+				p, a = m.slot(memKey{req.prefix, b.Key})
+				added = added || a
 			}
 			*p = d.tatAt(i) + int64(b.N)*b.t
 			d.setTat(i, *p)
+		}
+		if added {
+			m.sweep(now) // after the writes: new TATs are after now, so they stay
 		}
 	}
 	remaining := int64(maxBurst)
@@ -180,7 +187,7 @@ func (m *MemoryStore) refund(_ context.Context, req request, d decision, id stri
 		if p == nil || *p <= now || *p < mine {
 			continue
 		}
-		back := int64(b.N)*b.t - (*p - mine)
+		back := min(int64(b.N)*b.t-(*p-mine), mine-now)
 		if back <= 0 {
 			continue
 		}
@@ -203,7 +210,11 @@ func (m *MemoryStore) cooldown(_ context.Context, prefix string, b Bucket, d tim
 	tat := m.tatOf(k, now)
 	if target := now + int64(d/time.Microsecond) + (burst-1)*t; target > tat {
 		tat = target
-		*m.slot(k, now) = tat
+		p, added := m.slot(k)
+		*p = tat
+		if added {
+			m.sweep(now)
+		}
 	}
 	if ends := now + int64(d/time.Microsecond); ends > m.cooldowns[k] {
 		m.cooldowns[k] = ends

@@ -31,7 +31,7 @@ type config struct {
 const defaultProbeInterval = time.Second
 
 func newConfig(opts []Option) config {
-	c := config{prefix: DefaultKeyPrefix, refundTimeout: time.Second, probeInterval: defaultProbeInterval}
+	c := config{prefix: DefaultKeyPrefix, refundTimeout: defaultRefundTimeout, probeInterval: defaultProbeInterval}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -110,8 +110,14 @@ func withClock(clk Clock) Option {
 	return func(c *config) { c.clock = clk }
 }
 
+// defaultRefundTimeout is WithRefundTimeout's default.
+const defaultRefundTimeout = 100 * time.Millisecond
+
 // WithRefundTimeout bounds the store call that gives back a cancelled
-// reservation's tokens; it runs after the caller's context has ended (default 1s).
+// reservation's tokens (default 100 ms). When Wait's context ends, that call
+// runs after it, so Wait and Acquire return at most this long after their
+// context ends: the price of giving the tokens back. A refund that does not
+// finish in time is lost, which only wastes tokens, never grants extra ones.
 func WithRefundTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {

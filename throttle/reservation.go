@@ -38,7 +38,8 @@ func (r *Reservation) Delay() time.Duration {
 func (r *Reservation) Time() time.Time { return r.at }
 
 // Wait sleeps until the reservation's slot and returns nil. If ctx ends first,
-// Wait cancels the reservation (its tokens go back) and returns ctx's error.
+// Wait cancels the reservation (its tokens go back) and returns ctx's error,
+// at most the Limiter's refund timeout (WithRefundTimeout) after ctx ended.
 func (r *Reservation) Wait(ctx context.Context) error {
 	return r.wait(ctx, nil)
 }

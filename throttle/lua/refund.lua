@@ -9,8 +9,11 @@
 -- ARGV[3i+2]   bucket i: n, tokens reserved
 --
 -- Reply: 1 if the refund was applied now, 0 if the slot has passed or it was applied before.
--- Only what no later reservation stands on comes back: cost - (TAT now - TAT reserved),
--- clamped to [0, cost]; a TAT at or before now means a full bucket (the key is deleted).
+-- Only what no later reservation stands on and has not refilled yet comes back:
+-- min(cost - (TAT now - TAT reserved), TAT reserved - now), nothing if that is not
+-- positive. (In a multi-bucket reservation the slot follows the slowest bucket, so
+-- a faster one may have refilled past this reservation long before the slot.)
+-- A TAT at or before now means a full bucket (the key is deleted).
 
 local now
 if ARGV[1] ~= "" then
@@ -34,6 +37,7 @@ for i = 1, k do
   local tat = v and tonumber(v)
   if tat and tat >= mine then
     local back = n * t - (tat - mine)
+    if mine - now < back then back = mine - now end
     if back > 0 then
       local new = tat - back
       if new <= now then
