@@ -47,22 +47,18 @@ func leadFor(budget time.Duration) time.Duration {
 // sendBackWith sends job j back holding reservation r as its ticket: it comes
 // back a little before r's slot and runs then without asking for tokens
 // again. Each job throttled this way goes back once, at its own slot, so
-// come-backs are spread exactly as the bucket allows. If the job cannot be
-// sent back, r's tokens are given back.
+// come-backs are spread exactly as the bucket allows.
+//
+// If sending back fails, r is kept, not cancelled: a failed enqueue may still
+// have happened (a timed-out script can run after the client gave up), and a
+// copy holding a refunded ticket would run on tokens handed out twice. A lost
+// ticket only wastes its tokens.
 func (p *Pool) sendBackWith(ctx context.Context, j *job, r *throttle.Reservation, why reason) error {
 	delay := r.Delay() - leadFor(j.rt.pol.maxWait)
 	if why == reasonShutdown {
 		delay = max(delay, shutdownDelay)
 	}
-	err := p.comeBack(ctx, j, delay, r.Time(), why)
-	if err != nil {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-		defer cancel()
-		if cerr := r.Cancel(cctx); cerr != nil {
-			j.log.Warn("workers: limiter store unavailable; a lost ticket's tokens were not given back", "err", cerr)
-		}
-	}
-	return err
+	return p.comeBack(ctx, j, delay, r.Time(), why)
 }
 
 // comeBack sends job j back to its queue to run after delay, holding a ticket
@@ -80,6 +76,11 @@ func (p *Pool) sendBackWith(ctx context.Context, j *job, r *throttle.Reservation
 // headers, and since asynq did not count a retry it is honoured again.
 func (p *Pool) comeBack(ctx context.Context, j *job, delay time.Duration, slot time.Time, why reason) error {
 	delay = max(delay, 0)
+	if slot.IsZero() {
+		// asynq keeps due times in whole seconds: a shorter delay would bring the
+		// job straight back. A ticket holder sleeps until its slot instead.
+		delay = max(delay, queue.MinRetryDelay)
+	}
 	trace.SpanFromContext(ctx).AddEvent("sent back", trace.WithAttributes(
 		attribute.String("sluice.reason", why.String()),
 		attribute.Float64("sluice.delay_s", delay.Seconds()),

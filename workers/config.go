@@ -95,6 +95,8 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Limiter == nil {
 		bad("Limiter is required")
+	} else if err := c.Limiter.Err(); err != nil {
+		bad("Limiter is misconfigured: %v", err)
 	}
 	if c.Concurrency < 0 {
 		bad("Concurrency %d must not be negative", c.Concurrency)

@@ -28,6 +28,9 @@ func TestNewPoolChecksConfig(t *testing.T) {
 	}{
 		{"no Redis", func(c *workers.Config) { c.Redis = nil }, "Redis is required"},
 		{"no Limiter", func(c *workers.Config) { c.Limiter = nil }, "Limiter is required"},
+		{"misconfigured Limiter", func(c *workers.Config) {
+			c.Limiter = throttle.NewLimiter(throttle.NewMemoryStore(), throttle.WithKeyPrefix("{bad}"))
+		}, "Limiter is misconfigured"},
 		{"negative Concurrency", func(c *workers.Config) { c.Concurrency = -1 }, "Concurrency -1 must not be negative"},
 		{"blank queue", func(c *workers.Config) { c.Queues = map[string]int{" ": 1} }, `queue name " " is blank`},
 		{"zero priority", func(c *workers.Config) { c.Queues = map[string]int{"q": 0} }, `queue "q": priority 0 must be at least 1`},

@@ -191,6 +191,13 @@ func (p *Pool) notReserved(ctx context.Context, j *job, err error) error {
 func (p *Pool) redeem(ctx context.Context, j *job) error {
 	slot := j.meta.Slot
 	wait := time.Until(slot)
+	if -wait > lateTicket {
+		// Its tokens were counted at its slot, long ago: run now with the
+		// other late ones and they would bunch past the bucket's burst. The
+		// turn is given up (its tokens wasted, never granted twice) for a new one.
+		j.log.Debug("workers: ticket too late; taking a new turn", "late", -wait)
+		return p.acquire(ctx, j)
+	}
 	if wait <= 0 {
 		if sent, err := p.heedCooldown(ctx, j); sent {
 			return err
@@ -272,6 +279,12 @@ func (p *Pool) ticketTolerance(ctx context.Context, j *job, lead time.Duration) 
 
 // ticketSlack allows for clock steps between a ticket's issue and its use.
 const ticketSlack = 250 * time.Millisecond
+
+// lateTicket is how late past its slot a ticket is still honoured: the
+// forwarder's tick and a busy pool make come-backs a little late; much later
+// (a stopped or saturated fleet), honouring every overdue ticket at once would
+// bunch them past the bucket's burst.
+const lateTicket = 2 * time.Second
 
 // run calls the handler and handles its error:
 //

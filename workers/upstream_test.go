@@ -140,10 +140,11 @@ func TestPoolTicketHeedsCooldown(t *testing.T) {
 		return nil
 	}, &workers.Policy{Name: "api", Limit: limit})
 
-	// Another host saw a 429: the bucket is in cooldown.
+	// Another host saw a 429: the bucket is in cooldown. (Its clock is Redis
+	// TIME, read inside the call: take ours before it.)
+	cooled := time.Now()
 	_, err = h.lim.Cooldown(context.Background(), "api", limit, cooldown)
 	require.NoError(t, err)
-	cooled := time.Now()
 	// A job that was sent back earlier with a turn due now.
 	h.enqueueRaw(t, asynq.NewTaskWithHeaders("call", nil, map[string]string{
 		queue.HeaderSlot: micros(time.Now()), queue.HeaderRequeues: "1",
@@ -157,4 +158,33 @@ func TestPoolTicketHeedsCooldown(t *testing.T) {
 	assert.Equal(t, int64(1), st.Requeued, "it went back once, to after the cooldown")
 	assert.Equal(t, int64(0), st.Failed)
 	assert.Equal(t, int64(0), st.Archived)
+}
+
+// A ticket far past its slot is not honoured: its tokens were counted long
+// ago, and running every overdue ticket at once would bunch them past the
+// bucket's burst. The job takes a new turn instead.
+func TestPoolLateTicketTakesANewTurn(t *testing.T) {
+	h := newHarness(t)
+	limit := throttle.Limit{Rate: 1, Period: time.Hour, Burst: 1}
+	ran := make(chan struct{}, 1)
+	p, err := workers.NewPool(h.config(t))
+	require.NoError(t, err)
+	p.HandleFunc("call", func(ctx context.Context, task *asynq.Task) error {
+		ran <- struct{}{}
+		return nil
+	}, &workers.Policy{Name: "api", Limit: limit, MaxWait: 100 * time.Millisecond})
+
+	require.NoError(t, h.lim.Acquire(context.Background(), "api", limit, 1)) // the hour's token is gone
+	h.enqueueRaw(t, asynq.NewTaskWithHeaders("call", nil, map[string]string{
+		queue.HeaderSlot: micros(time.Now().Add(-time.Hour)), queue.HeaderRequeues: "1",
+	}), asynq.MaxRetry(0))
+	start(t, p)
+
+	waitFor(t, 10*time.Second, "the job sent back for a new turn", func() bool { return p.Stats().Requeued == 1 })
+	select {
+	case <-ran:
+		t.Fatal("a ticket an hour late ran without taking tokens")
+	default:
+	}
+	assert.Equal(t, int64(0), p.Stats().Archived)
 }
