@@ -38,10 +38,13 @@ func backoffDelay(requeues int) time.Duration {
 	return max(backoffPolicy.Delay(requeues), queue.MinRetryDelay)
 }
 
-// leadFor is how much earlier than its slot a job holding a ticket is asked
-// back: half its wait budget, at most a second. It sleeps the rest on arrival.
-func leadFor(budget time.Duration) time.Duration {
-	return min(budget/2, maxLead)
+// lead is how much earlier than its slot a job holding a ticket is asked
+// back, so that it is not late: at least how late asynq may hand a due job to
+// a handler (a forwarder tick plus an idle pool's sleep between fetches), else
+// half its wait budget, at most a second. It sleeps the rest on arrival (and
+// asynq's whole-second due times may bring it up to a second earlier still).
+func (p *Pool) lead(budget time.Duration) time.Duration {
+	return max(min(budget/2, maxLead), p.cfg.DelayedTaskCheckInterval+p.cfg.TaskCheckInterval)
 }
 
 // sendBackWith sends job j back holding reservation r as its ticket: it comes
@@ -54,7 +57,7 @@ func leadFor(budget time.Duration) time.Duration {
 // copy holding a refunded ticket would run on tokens handed out twice. A lost
 // ticket only wastes its tokens.
 func (p *Pool) sendBackWith(ctx context.Context, j *job, r *throttle.Reservation, why reason) error {
-	delay := r.Delay() - leadFor(j.rt.pol.maxWait)
+	delay := r.Delay() - p.lead(j.rt.pol.maxWait)
 	if why == reasonShutdown {
 		delay = max(delay, shutdownDelay)
 	}

@@ -23,8 +23,8 @@ const (
 	defaultMaxWait                  = 5 * time.Second
 	defaultHorizon                  = 24 * time.Hour
 	defaultShutdownTimeout          = 30 * time.Second
-	defaultDelayedTaskCheckInterval = time.Second
-	defaultTaskCheckInterval        = time.Second
+	defaultDelayedTaskCheckInterval = 250 * time.Millisecond
+	defaultTaskCheckInterval        = 100 * time.Millisecond
 )
 
 // Config configures a Pool. Redis and Limiter are required; every other zero
@@ -59,11 +59,11 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// DelayedTaskCheckInterval is how often asynq moves due scheduled and
 	// retry jobs to their queue: it bounds how late a job that was sent back
-	// comes back. 0 means 1s (asynq's own default, 5s, makes come-backs late).
+	// comes back. 0 means 250ms (asynq's own default, 5s, makes come-backs late).
 	DelayedTaskCheckInterval time.Duration
 	// TaskCheckInterval is how long an idle pool sleeps between looks at empty
 	// queues; it also bounds how long Shutdown takes to stop taking jobs.
-	// 0 means 1s.
+	// 0 means 100ms.
 	TaskCheckInterval time.Duration
 
 	// RetryDelay is the delay before a job whose handler failed runs again.

@@ -124,6 +124,9 @@ func (p *Pool) pastHorizon(j *job, wait time.Duration) error {
 // reservation as a ticket, to come back a little before its slot (see
 // sendBackWith). If the turn would pass the horizon the job is archived.
 func (p *Pool) acquire(ctx context.Context, j *job) error {
+	if p.stopping() {
+		return p.comeBack(ctx, j, shutdownDelay, time.Time{}, reasonShutdown)
+	}
 	budget := p.budget(ctx, j)
 	tctx, span := p.tel.tracer.Start(ctx, "workers.throttle")
 	r, err := p.cfg.Limiter.ReserveAll(tctx, j.buckets, max(p.remaining(j), budget))
@@ -161,6 +164,14 @@ func (p *Pool) acquire(ctx context.Context, j *job) error {
 			return ctx.Err()
 		}
 		return p.comeBack(ctx, j, shutdownDelay, time.Time{}, reasonShutdown)
+	}
+	// A cooldown may have begun while it slept (a 429 on any host): its turn
+	// must not run inside it. A job granted at once was reserved after any
+	// cooldown began, and the bucket already held it back.
+	if d > 0 {
+		if sent, err := p.heedCooldown(ctx, j); sent {
+			return err
+		}
 	}
 	p.waited(ctx, j.rt, d)
 	return p.run(ctx, j)
@@ -205,7 +216,7 @@ func (p *Pool) redeem(ctx context.Context, j *job) error {
 		p.waited(ctx, j.rt, 0)
 		return p.run(ctx, j)
 	}
-	lead := leadFor(j.rt.pol.maxWait)
+	lead := p.lead(j.rt.pol.maxWait)
 	if p.stopping() {
 		return p.comeBack(ctx, j, max(wait-lead, shutdownDelay), slot, reasonShutdown)
 	}
@@ -242,14 +253,15 @@ func (p *Pool) redeem(ctx context.Context, j *job) error {
 	return p.run(ctx, j)
 }
 
-// heedCooldown sends back a job holding a ticket if its bucket is in a
-// cooldown (an upstream 429 or 503 seen by any host): a turn booked before
-// the cooldown must not run inside it. The job gives the turn up and comes
-// back after the cooldown to take a new one behind it. It costs a ticket
-// holder one store call; if the store cannot answer, the job keeps its turn,
-// which the bucket already counted.
+// heedCooldown sends back a job that booked its turn earlier (a ticket, or a
+// wait in this process) if its bucket is now in a cooldown (an upstream 429
+// or 503 seen by any host): a turn booked before the cooldown must not run
+// inside it. The job gives the turn up and comes back after the cooldown to
+// take a new one behind it. It costs such a job one store call, bounded by
+// cooldownCheckTimeout; if the store cannot answer in time, the job keeps its
+// turn, which the bucket already counted.
 func (p *Pool) heedCooldown(ctx context.Context, j *job) (sent bool, err error) {
-	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	sctx, cancel := context.WithTimeout(ctx, cooldownCheckTimeout)
 	defer cancel()
 	left, cerr := p.cfg.Limiter.CooldownLeft(sctx, j.key)
 	if cerr != nil {
@@ -363,6 +375,11 @@ func (p *Pool) upstream(ctx context.Context, j *job, up *UpstreamError) error {
 
 // storeTimeout bounds the limiter calls made after a handler returned.
 const storeTimeout = 5 * time.Second
+
+// cooldownCheckTimeout bounds heedCooldown's store call: the job's turn has
+// come, and a slow or dead store must not make it late (the check is a guard;
+// the turn is already counted).
+const cooldownCheckTimeout = 50 * time.Millisecond
 
 // handlerThrottled sends back a job whose handler returned a
 // queue.ThrottledError, to run again after its RetryAfter (or a backoff on

@@ -45,9 +45,15 @@ func (p *Pool) shutdown() {
 	p.state = stateClosed
 	p.mu.Unlock()
 
-	// First, jobs waiting for their turn go back at once: those that hold
-	// tokens give them back, latest slot first, then the others.
+	// First, no new jobs: asynq stops pulling, and a job that starts anyway
+	// goes back without reserving (a new reservation would stand on the
+	// tokens the waiters are about to give back). Then jobs waiting for their
+	// turn go back at once: those that hold tokens give them back, latest
+	// slot first, then the others.
 	p.closing.Store(true)
+	if running {
+		p.srv.Stop()
+	}
 	p.drainWaiters()
 	p.stop()
 	if running {

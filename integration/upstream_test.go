@@ -1,0 +1,248 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/httpjob"
+)
+
+// upstream is a fake third-party API for http:request jobs, on a loopback
+// httptest server. It can enforce a token bucket of its own and answer 429
+// with Retry-After beyond it, refuse a window of requests on demand, and
+// answer slowly. It records every request: when it arrived, what it was
+// answered, and the id and bucket from the URL's query (?id=…&b=…).
+type upstream struct {
+	srv *httptest.Server
+	cfg upstreamConfig
+
+	mu      sync.Mutex
+	tat     time.Time // the enforced bucket's theoretical arrival time (GCRA)
+	reqs    []request
+	refuse  refusal
+	served  int // requests answered so far, for refusal.after
+	started bool
+}
+
+// upstreamConfig says how an upstream behaves. The zero value answers every
+// request 200 at once.
+type upstreamConfig struct {
+	// Rate and Burst, if Rate > 0, make the upstream enforce a token bucket
+	// of Rate requests per second holding Burst, answering 429 with
+	// Retry-After to requests beyond it.
+	Rate  float64
+	Burst int
+	// Jitter is how much earlier than the bucket allows a request may arrive
+	// and still pass, plus the worst lateness Probe has seen so far, if set.
+	// It stands for the scheduling and loopback jitter between a grant in
+	// Redis and the request's arrival here: a request that arrives late,
+	// followed by others on time, looks here like a token taken early. It
+	// is no slack in the rate: a fleet granting faster than Rate runs past
+	// it within a few requests.
+	Jitter time.Duration
+	Probe  *jitterProbe
+	// Delay is how long the upstream takes to answer each request.
+	Delay time.Duration
+}
+
+// refusal is a window of requests answered 429 on demand.
+type refusal struct {
+	after      int           // the window opens at the first request after this many were answered
+	window     time.Duration // and lasts this long
+	retryAfter string        // the Retry-After header of each 429
+	armed      bool
+	opened     time.Time // zero until the window opens
+}
+
+// request is one request the upstream received.
+type request struct {
+	At     time.Time
+	Status int
+	ID     string // the URL's "id" query parameter
+	Bucket string // the URL's "b" query parameter
+}
+
+func newUpstream(tb testing.TB, cfg upstreamConfig) *upstream {
+	tb.Helper()
+	u := &upstream{cfg: cfg}
+	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
+	tb.Cleanup(u.srv.Close)
+	return u
+}
+
+// URL returns the address of a job with the given id in bucket b.
+func (u *upstream) URL(id, b string) string {
+	q := url.Values{}
+	if id != "" {
+		q.Set("id", id)
+	}
+	if b != "" {
+		q.Set("b", b)
+	}
+	return u.srv.URL + "/job?" + q.Encode()
+}
+
+// Payload returns the http:request payload of a GET for a job with the given id in bucket b.
+func (u *upstream) Payload(tb testing.TB, id, b string) string {
+	tb.Helper()
+	p, err := json.Marshal(httpjob.Request{URL: u.URL(id, b), Method: http.MethodGet})
+	if err != nil {
+		tb.Fatalf("marshal payload: %v", err)
+	}
+	return string(p)
+}
+
+// RefuseWindow makes the upstream answer 429 with the given Retry-After to
+// every request in a window of length window, which opens at the first
+// request after the next after requests have been answered.
+func (u *upstream) RefuseWindow(after int, window time.Duration, retryAfter string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.refuse = refusal{after: u.served + after, window: window, retryAfter: retryAfter, armed: true}
+}
+
+// Refused returns when the refusal window opened, zero if it has not.
+func (u *upstream) Refused() time.Time {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.refuse.opened
+}
+
+func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
+	now := time.Now()
+	q := r.URL.Query()
+	status, retryAfter := u.decide(now)
+	u.mu.Lock()
+	u.reqs = append(u.reqs, request{At: now, Status: status, ID: q.Get("id"), Bucket: q.Get("b")})
+	u.mu.Unlock()
+
+	if d := u.cfg.Delay; d > 0 {
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+		}
+	}
+	if retryAfter != "" {
+		w.Header().Set("Retry-After", retryAfter)
+	}
+	w.WriteHeader(status)
+	fmt.Fprintln(w, http.StatusText(status))
+}
+
+// decide is the answer to a request that arrived at now: 200, or 429 and a Retry-After.
+func (u *upstream) decide(now time.Time) (int, string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	defer func() { u.served++ }()
+
+	if f := &u.refuse; f.armed && u.served >= f.after {
+		if f.opened.IsZero() {
+			f.opened = now
+		}
+		if now.Before(f.opened.Add(f.window)) {
+			return http.StatusTooManyRequests, f.retryAfter
+		}
+		f.armed = false
+	}
+	if u.cfg.Rate <= 0 {
+		return http.StatusOK, ""
+	}
+	interval := time.Duration(float64(time.Second) / u.cfg.Rate)
+	if !u.started {
+		u.started, u.tat = true, now
+	}
+	tat := u.tat
+	if tat.Before(now) {
+		tat = now
+	}
+	next := tat.Add(interval)
+	if next.Sub(now) > time.Duration(u.cfg.Burst)*interval+u.cfg.Jitter+u.cfg.Probe.Worst() {
+		wait := next.Sub(now) - time.Duration(u.cfg.Burst)*interval
+		return http.StatusTooManyRequests, strconv.Itoa(int(wait.Seconds()) + 1)
+	}
+	u.tat = next
+	return http.StatusOK, ""
+}
+
+// Requests returns a copy of every request received so far, in arrival order.
+func (u *upstream) Requests() []request {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	rs := make([]request, len(u.reqs))
+	copy(rs, u.reqs)
+	sort.SliceStable(rs, func(i, j int) bool { return rs[i].At.Before(rs[j].At) })
+	return rs
+}
+
+// Count returns how many requests were answered with status.
+func (u *upstream) Count(status int) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := 0
+	for _, r := range u.reqs {
+		if r.Status == status {
+			n++
+		}
+	}
+	return n
+}
+
+// byStatus counts requests by their answer.
+func byStatus(rs []request) map[int]int {
+	m := make(map[int]int)
+	for _, r := range rs {
+		m[r.Status]++
+	}
+	return m
+}
+
+// okByID counts, for each job id, the requests answered 200.
+func okByID(rs []request) map[string]int {
+	m := make(map[string]int)
+	for _, r := range rs {
+		if r.Status == http.StatusOK {
+			m[r.ID]++
+		}
+	}
+	return m
+}
+
+// span is the time from the first to the last request in rs, which must be
+// sorted by arrival; 0 for fewer than two.
+func span(rs []request) time.Duration {
+	if len(rs) < 2 {
+		return 0
+	}
+	return rs[len(rs)-1].At.Sub(rs[0].At)
+}
+
+// excess checks arrivals against a token bucket of rate per second holding
+// burst: it returns the largest amount, in tokens, by which any stretch of
+// arrivals [a_i, a_j] exceeded burst + rate·(a_j − a_i), and where. A value
+// ≤ 0 means every arrival conformed. at must be sorted.
+//
+// It runs GCRA over the arrivals, each taking a token whatever happened:
+// after arrival j the theoretical arrival time is max over i ≤ j of
+// a_i + (j−i+1)/rate, so tat_j − a_j ≤ burst/rate holds for every j exactly
+// when (j−i+1) ≤ burst + rate·(a_j − a_i) holds for every window.
+func excess(at []time.Time, rate float64, burst int) (worst float64, where int) {
+	interval := float64(time.Second) / rate
+	var tat float64 // ns since at[0]
+	worst = -float64(burst)
+	for j, a := range at {
+		t := float64(a.Sub(at[0]))
+		tat = max(tat, t) + interval
+		if e := (tat-t)/interval - float64(burst); e > worst {
+			worst, where = e, j
+		}
+	}
+	return worst, where
+}
