@@ -116,7 +116,17 @@ const (
 // FailOpen, be granted) while Redis is healthy.
 const shortDeadline = 100 * time.Millisecond
 
-// judge says what a store call that began at start tells about the store.
+// callStart is when a store call begins, as judge needs it: only a call with a
+// deadline can be judged by it, so only then is the clock read (this is the
+// hot path of every call).
+func callStart(ctx context.Context) time.Time {
+	if _, ok := ctx.Deadline(); ok {
+		return time.Now()
+	}
+	return time.Time{}
+}
+
+// judge says what a store call that began at start (see callStart) tells about the store.
 func judge(ctx context.Context, start time.Time, err error) verdict {
 	if err == nil {
 		return answered

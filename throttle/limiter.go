@@ -244,7 +244,7 @@ func (l *Limiter) decide(ctx context.Context, req *request) (decision, *Limiter,
 	if local {
 		return l.fb.decide(ctx, req, l.fb.lastCause())
 	}
-	start := time.Now()
+	start := callStart(ctx)
 	d, err := l.store.reserve(ctx, *req)
 	v := judge(ctx, start, err)
 	l.fb.end(probe, v, err)
@@ -278,7 +278,7 @@ func (l *Limiter) cooldown(ctx context.Context, b Bucket, d time.Duration) (time
 	if local {
 		return l.fb.cooldown(ctx, l.cfg.prefix, b, d, l.fb.lastCause())
 	}
-	start := time.Now()
+	start := callStart(ctx)
 	next, err := l.store.cooldown(ctx, l.cfg.prefix, b, d)
 	v := judge(ctx, start, err)
 	l.fb.end(probe, v, err)
@@ -307,7 +307,7 @@ func (l *Limiter) CooldownLeft(ctx context.Context, key string) (time.Duration, 
 	if local {
 		return l.fb.local.store.cooldownLeft(ctx, l.cfg.prefix, key)
 	}
-	start := time.Now()
+	start := callStart(ctx)
 	left, err := l.store.cooldownLeft(ctx, l.cfg.prefix, key)
 	v := judge(ctx, start, err)
 	l.fb.end(probe, v, err)
