@@ -1,8 +1,8 @@
 package queue_test
 
 import (
-	"crypto/rand"
-	"encoding/hex"
+	"github.com/sluicehq/sluice/internal/asynqtest"
+
 	"testing"
 	"time"
 
@@ -34,12 +34,7 @@ func newHarness(t *testing.T) *harness {
 	}
 }
 
-// queueName returns a queue name no other test uses.
-func queueName() string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return "q-" + hex.EncodeToString(b)
-}
+func queueName() string { return asynqtest.QueueName() }
 
 // serve runs an asynq server on h's queue with sluice's retry adapters, a
 // 200ms forwarder, a fast task check and one worker, and shuts it down at
@@ -65,38 +60,17 @@ func (h *harness) serve(t *testing.T, fallback asynq.RetryDelayFunc, handler asy
 // forwarder tick.
 func noDelay(int, error, *asynq.Task) time.Duration { return 0 }
 
-// waitFor polls cond until it returns true, failing t after timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	asynqtest.WaitFor(t, timeout, what, cond)
 }
 
-// waitState polls the inspector until the task id is in state, and returns it.
 func (h *harness) waitState(t *testing.T, id string, state asynq.TaskState, timeout time.Duration) *asynq.TaskInfo {
 	t.Helper()
-	var info *asynq.TaskInfo
-	waitFor(t, timeout, "task "+id+" to be "+state.String(), func() bool {
-		var err error
-		info, err = h.insp.GetTaskInfo(h.queue, id)
-		return err == nil && info.State == state
-	})
-	return info
+	return asynqtest.WaitState(t, h.insp, h.queue, id, state, timeout)
 }
 
-// recv waits for one value from ch.
 func recv[T any](t *testing.T, ch <-chan T, timeout time.Duration, what string) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(timeout):
-		t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		panic("unreachable")
-	}
+	return asynqtest.Recv(t, ch, timeout, what)
 }

@@ -1,9 +1,9 @@
 package workers_test
 
 import (
+	"github.com/sluicehq/sluice/internal/asynqtest"
+
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -56,11 +56,7 @@ func newHarness(t *testing.T) *harness {
 	}
 }
 
-func queueName() string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return "q-" + hex.EncodeToString(b)
-}
+func queueName() string { return asynqtest.QueueName() }
 
 // config is a pool configuration for h's queue and limiter, with short
 // intervals so that come-backs are prompt.
@@ -107,28 +103,14 @@ func (h *harness) enqueueRaw(t *testing.T, task *asynq.Task, opts ...asynq.Optio
 	return info.ID
 }
 
-// waitFor polls cond until it returns true, failing t after timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	asynqtest.WaitFor(t, timeout, what, cond)
 }
 
-// waitState polls the inspector until task id is in state, and returns it.
 func (h *harness) waitState(t *testing.T, id string, state asynq.TaskState, timeout time.Duration) *asynq.TaskInfo {
 	t.Helper()
-	var info *asynq.TaskInfo
-	waitFor(t, timeout, "task "+id+" to be "+state.String(), func() bool {
-		var err error
-		info, err = h.insp.GetTaskInfo(h.queue, id)
-		return err == nil && info.State == state
-	})
-	return info
+	return asynqtest.WaitState(t, h.insp, h.queue, id, state, timeout)
 }
 
 // queueInfo returns the inspector's counts for h's queue.
@@ -139,16 +121,9 @@ func (h *harness) queueInfo(t *testing.T) *asynq.QueueInfo {
 	return info
 }
 
-// recv waits for one value from ch.
 func recv[T any](t *testing.T, ch <-chan T, timeout time.Duration, what string) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(timeout):
-		t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		panic("unreachable")
-	}
+	return asynqtest.Recv(t, ch, timeout, what)
 }
 
 // micros formats t as a sluice header time.
