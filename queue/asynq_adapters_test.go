@@ -77,14 +77,15 @@ func TestIsFailure(t *testing.T) {
 // middleware works around: a task with no retries left is archived on any
 // error, before asynq asks IsFailure, so a handler that returns Throttled
 // loses a MaxRetry(0) job to the archive. The middleware calls Requeue and
-// returns nil instead.
+// returns nil instead. (A task enqueued through queue.Client has one spare
+// asynq retry, so this is shown with a task enqueued by plain asynq.)
 func TestThrottledLastRetryIsArchived(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.serve(t, noDelay, func(context.Context, *asynq.Task) error {
 		return queue.Throttled(2*time.Second, "tenant-42 over its limit")
 	})
-	info, err := queue.NewClient(h.ac).Enqueue(context.Background(), queue.Task{Type: "x"}, asynq.Queue(h.queue), asynq.MaxRetry(0))
+	info, err := h.ac.Enqueue(asynq.NewTask("x", nil), asynq.Queue(h.queue), asynq.MaxRetry(0))
 	require.NoError(t, err)
 
 	archived := h.waitState(t, info.ID, asynq.TaskStateArchived, 5*time.Second)
@@ -114,7 +115,7 @@ func TestThrottledRetryIsNotAFailure(t *testing.T) {
 
 	retry := h.waitState(t, info.ID, asynq.TaskStateRetry, time.Second)
 	assert.Equal(t, 0, retry.Retried)
-	assert.Equal(t, 2, retry.MaxRetry)
+	assert.Equal(t, 3, retry.MaxRetry, "the job's 2 and the spare")
 	assert.Equal(t, "queue: throttled: come back in 2s", retry.LastErr)
 	// Due in (1s, 2s]: asynq keeps whole seconds, truncated.
 	assert.WithinDuration(t, time.Now().Add(1500*time.Millisecond), retry.NextProcessAt, 1500*time.Millisecond)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -52,18 +53,29 @@ func NewClient(c *asynq.Client, opts ...ClientOption) *Client {
 	return &Client{ac: c, now: cfg.now}
 }
 
+// asynqDefaultMaxRetry is asynq's retry budget for a task enqueued without MaxRetry.
+const asynqDefaultMaxRetry = 25
+
 // Enqueue validates t and enqueues it as an asynq task. The task's headers are
 // t.Headers plus the sluice metadata: Key and Cost when set, the enqueue time,
 // and the Timeout, Deadline and Retention found in opts (so that
-// [Client.Requeue] can give them to the copy it makes). opts are passed to
-// asynq unchanged; ctx bounds the enqueue call only.
+// [Client.Requeue] can give them to the copy it makes); ctx bounds the enqueue
+// call only.
+//
+// The job's retry budget (its MaxRetry option, or asynq's default of 25) is
+// recorded in [HeaderMaxRetry], and asynq is given one retry more. asynq
+// counts a worker's death (an expired lease) as a failure and archives a job
+// with no retry left, even one that was only waiting for its turn; the spare
+// retry lets such a job run again instead. A sluice worker enforces the job's
+// own budget on real failures, so MaxRetry(0) still means "never retried
+// after a failure".
 //
 // An invalid task is an error matching [ErrInvalidTask], with no I/O.
 func (c *Client) Enqueue(ctx context.Context, t Task, opts ...asynq.Option) (*asynq.TaskInfo, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	m := Meta{Key: t.Key, Cost: t.Cost, EnqueuedAt: c.now()}
+	m := Meta{Key: t.Key, Cost: t.Cost, EnqueuedAt: c.now(), MaxRetry: asynqDefaultMaxRetry, HasMaxRetry: true}
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -85,8 +97,13 @@ func (c *Client) Enqueue(ctx context.Context, t Task, opts ...asynq.Option) (*as
 			if d, ok := v.(time.Duration); ok {
 				m.Retention = max(d, 0)
 			}
+		case asynq.MaxRetryOpt:
+			if n, ok := v.(int); ok {
+				m.MaxRetry = max(n, 0)
+			}
 		}
 	}
+	opts = append(slices.Clone(opts), asynq.MaxRetry(m.MaxRetry+1)) // the last option of a kind wins
 	h := maps.Clone(t.Headers)
 	if h == nil {
 		h = make(map[string]string, 4)

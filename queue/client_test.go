@@ -39,7 +39,8 @@ func TestEnqueue(t *testing.T) {
 	assert.Equal(t, asynq.TaskStateScheduled, stored.State)
 	assert.Equal(t, "email:send", stored.Type)
 	assert.Equal(t, `{"to":"a@example.com"}`, string(stored.Payload))
-	assert.Equal(t, 4, stored.MaxRetry)
+	assert.Equal(t, 5, stored.MaxRetry, "the job's budget of 4, and a spare for a worker's death")
+	assert.Equal(t, "4", stored.Headers[queue.HeaderMaxRetry])
 	assert.Equal(t, map[string]string{
 		"trace-id":             "abc",
 		queue.HeaderKey:        "tenant-42",
@@ -48,6 +49,7 @@ func TestEnqueue(t *testing.T) {
 		queue.HeaderTimeout:    "1m30s",
 		queue.HeaderDeadline:   strconv.FormatInt(deadline.UnixMicro(), 10),
 		queue.HeaderRetention:  "2h0m0s",
+		queue.HeaderMaxRetry:   "4",
 	}, stored.Headers)
 
 	m, err := queue.MetaOf(asynq.NewTaskWithHeaders(stored.Type, stored.Payload, stored.Headers))
@@ -73,11 +75,12 @@ func TestEnqueueMinimal(t *testing.T) {
 	stored, err := insp.GetTaskInfo(qname, info.ID)
 	require.NoError(t, err)
 	assert.Equal(t, asynq.TaskStatePending, stored.State)
-	assert.Len(t, stored.Headers, 1, "only the enqueue time: %v", stored.Headers)
+	assert.Len(t, stored.Headers, 2, "only the enqueue time and the retry budget: %v", stored.Headers)
+	assert.Equal(t, 26, stored.MaxRetry, "asynq's default of 25, and the spare")
 	m, err := queue.MetaOf(asynq.NewTaskWithHeaders(stored.Type, stored.Payload, stored.Headers))
 	require.NoError(t, err)
 	assert.WithinDuration(t, before, m.EnqueuedAt, time.Minute)
-	assert.Equal(t, queue.Meta{EnqueuedAt: m.EnqueuedAt}, m)
+	assert.Equal(t, queue.Meta{EnqueuedAt: m.EnqueuedAt, MaxRetry: 25, HasMaxRetry: true}, m)
 }
 
 func TestEnqueueInvalid(t *testing.T) {

@@ -26,6 +26,7 @@ const (
 	HeaderTimeout        = "sluice-timeout"         // asynq Timeout option given at enqueue, Go duration string
 	HeaderDeadline       = "sluice-deadline"        // asynq Deadline option, unix microseconds
 	HeaderRetention      = "sluice-retention"       // asynq Retention option, Go duration string
+	HeaderMaxRetry       = "sluice-max-retry"       // the job's own retry budget (asynq holds one more: see Client.Enqueue)
 )
 
 // reservedPrefix starts every header name sluice owns.
@@ -48,6 +49,8 @@ type Meta struct {
 	Timeout        time.Duration // asynq Timeout option given at enqueue
 	Retention      time.Duration // asynq Retention option given at enqueue
 	Deadline       time.Time     // asynq Deadline option given at enqueue
+	MaxRetry       int           // the job's own retry budget, if HasMaxRetry
+	HasMaxRetry    bool          // Client.Enqueue recorded MaxRetry (asynq then holds one spare retry)
 }
 
 // MetaOf reads the sluice metadata from t's headers. Absent headers, and
@@ -113,6 +116,11 @@ func parseMeta(h map[string]string) (Meta, error) {
 		m.Timeout, err = parseDuration(v)
 		return err
 	})
+	get(HeaderMaxRetry, func(v string) (err error) {
+		m.MaxRetry, err = parseInt(v, 0, maxInt-1)
+		m.HasMaxRetry = err == nil
+		return err
+	})
 	get(HeaderRetention, func(v string) (err error) {
 		m.Retention, err = parseDuration(v)
 		return err
@@ -136,6 +144,11 @@ func (m Meta) writeTo(h map[string]string) {
 	setText(h, HeaderOrigin, m.Origin)
 	setDuration(h, HeaderTimeout, m.Timeout)
 	setDuration(h, HeaderRetention, m.Retention)
+	if m.HasMaxRetry {
+		h[HeaderMaxRetry] = strconv.Itoa(m.MaxRetry) // 0 is a budget, not absence
+	} else {
+		delete(h, HeaderMaxRetry)
+	}
 	setMicros(h, HeaderDeadline, m.Deadline)
 }
 

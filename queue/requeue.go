@@ -80,6 +80,14 @@ func (c *Client) Requeue(ctx context.Context, t *asynq.Task, delay time.Duration
 	}
 	m.Slot = slot
 
+	// The copy keeps what is left of the retry budget: asynq's, or the job's
+	// own plus the spare that Client.Enqueue gave asynq.
+	budget := max(maxRetry-retried, 0)
+	if m.HasMaxRetry {
+		m.MaxRetry = max(m.MaxRetry-retried, 0)
+		budget = m.MaxRetry + 1
+	}
+
 	h := maps.Clone(t.Headers()) // the map is asynq's own message: never write to it
 	if h == nil {
 		h = make(map[string]string, 4)
@@ -88,7 +96,7 @@ func (c *Client) Requeue(ctx context.Context, t *asynq.Task, delay time.Duration
 
 	opts := []asynq.Option{
 		asynq.Queue(qname),
-		asynq.MaxRetry(max(maxRetry-retried, 0)),
+		asynq.MaxRetry(budget),
 		asynq.ProcessIn(max(delay, 0)),
 		asynq.TaskID(m.Origin + "~" + strconv.Itoa(m.Requeues)),
 	}

@@ -43,7 +43,7 @@ func TestRequeue(t *testing.T) {
 		name         string
 		maxRetry     int
 		failFirst    bool // fail the first attempt with a real error, so Retried is 1
-		copyMaxRetry int
+		copyMaxRetry int  // the job's own budget left on the copy; asynq holds one more
 	}{
 		{"MaxRetry 0", 0, false, 0},
 		{"MaxRetry 3 after a failure", 3, true, 2},
@@ -106,14 +106,14 @@ func TestRequeue(t *testing.T) {
 			copyID := origin + "~1"
 			assert.Equal(t, copyID, first.copy.ID)
 			assert.Equal(t, h.queue, first.copy.Queue)
-			assert.Equal(t, tt.copyMaxRetry, first.copy.MaxRetry)
+			assert.Equal(t, tt.copyMaxRetry+1, first.copy.MaxRetry, "the budget left, and the spare")
 			assert.Equal(t, asynq.TaskStateScheduled, first.copy.State)
 
 			// The copy waits in the scheduled set, once, with its metadata.
 			scheduled := h.waitState(t, copyID, asynq.TaskStateScheduled, time.Second)
 			assert.Equal(t, "email:send", scheduled.Type)
 			assert.Equal(t, "hello", string(scheduled.Payload))
-			assert.Equal(t, tt.copyMaxRetry, scheduled.MaxRetry)
+			assert.Equal(t, tt.copyMaxRetry+1, scheduled.MaxRetry)
 			assert.Equal(t, 0, scheduled.Retried)
 			assert.Equal(t, 90*time.Second, scheduled.Timeout)
 			assert.Equal(t, time.Hour, scheduled.Retention)
@@ -133,12 +133,14 @@ func TestRequeue(t *testing.T) {
 				Origin:         origin,
 				Timeout:        90 * time.Second,
 				Retention:      time.Hour,
+				MaxRetry:       tt.copyMaxRetry,
+				HasMaxRetry:    true,
 			}, utcMeta(m))
 			assert.Equal(t, "abc", scheduled.Headers["trace-id"])
 
 			// The original completed: not archived, not retrying.
 			orig := h.waitState(t, origin, asynq.TaskStateCompleted, 2*time.Second)
-			assert.Equal(t, tt.maxRetry, orig.MaxRetry)
+			assert.Equal(t, tt.maxRetry+1, orig.MaxRetry, "the job's budget and asynq's spare")
 			archived, err := h.insp.ListArchivedTasks(h.queue)
 			require.NoError(t, err)
 			assert.Empty(t, archived)
@@ -151,7 +153,7 @@ func TestRequeue(t *testing.T) {
 			assert.Equal(t, copyID, second.id)
 			assert.Equal(t, h.queue, second.queue)
 			assert.Equal(t, 0, second.retried)
-			assert.Equal(t, tt.copyMaxRetry, second.maxRetry)
+			assert.Equal(t, tt.copyMaxRetry+1, second.maxRetry)
 			assert.False(t, time.Now().Before(slot.Add(-time.Second)), "due at most 1s early")
 			require.NotNil(t, second.copy)
 			assert.Equal(t, origin+"~2", second.copy.ID)
@@ -159,7 +161,7 @@ func TestRequeue(t *testing.T) {
 			third := recv(t, runs, 5*time.Second, "the second copy's run")
 			require.NoError(t, third.metaErr)
 			assert.Equal(t, origin+"~2", third.id)
-			assert.Equal(t, tt.copyMaxRetry, third.maxRetry)
+			assert.Equal(t, tt.copyMaxRetry+1, third.maxRetry)
 			assert.Equal(t, queue.Meta{
 				Key:            "tenant-42",
 				Cost:           2,
@@ -169,6 +171,8 @@ func TestRequeue(t *testing.T) {
 				Origin:         origin,
 				Timeout:        90 * time.Second,
 				Retention:      time.Hour,
+				MaxRetry:       tt.copyMaxRetry,
+				HasMaxRetry:    true,
 			}, utcMeta(third.meta))
 			_, hasSlot := third.headers[queue.HeaderSlot]
 			assert.False(t, hasSlot, "a zero slot removes the header")
@@ -204,7 +208,8 @@ func TestRequeueKeepsDeadline(t *testing.T) {
 	require.NotNil(t, info)
 	assert.True(t, deadline.Equal(info.Deadline), "Deadline %v", info.Deadline)
 	assert.Equal(t, time.Duration(0), info.Timeout)
-	assert.Equal(t, 25, info.MaxRetry, "asynq's default budget, untouched")
+	assert.Equal(t, 26, info.MaxRetry, "asynq's default budget of 25, and the spare")
+	assert.Equal(t, "25", info.Headers[queue.HeaderMaxRetry])
 }
 
 func TestRequeueOutsideHandler(t *testing.T) {

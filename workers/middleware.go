@@ -323,6 +323,11 @@ func (p *Pool) run(ctx context.Context, j *job) error {
 	span.SetStatus(codes.Error, "handler failed")
 	j.log.Warn("workers: handler failed; asynq retries or archives the job by its MaxRetry", "err", err)
 	p.outcome(ctx, j.rt, outFailed)
+	if j.meta.HasMaxRetry && j.retried >= j.meta.MaxRetry && !errors.Is(err, asynq.SkipRetry) {
+		// The job's own budget is spent. asynq holds one retry more (see
+		// queue.Client.Enqueue), kept for a worker that dies; not for this.
+		return fmt.Errorf("%w (its %d retries are spent): %w", err, j.meta.MaxRetry, asynq.SkipRetry)
+	}
 	return err
 }
 

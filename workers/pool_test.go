@@ -220,7 +220,9 @@ func TestPoolUnthrottledAndFailures(t *testing.T) {
 	assert.Equal(t, "a", recv(t, ran, 10*time.Second, "the unthrottled job"))
 	id := h.enqueue(t, queue.Task{Type: "fails"}, asynq.MaxRetry(0))
 	info := h.waitState(t, id, asynq.TaskStateArchived, 10*time.Second)
-	assert.Equal(t, "card declined", info.LastErr)
+	assert.Equal(t, "card declined (its 0 retries are spent): skip retry for the task", info.LastErr,
+		"archived on the job's own budget, not on asynq's spare retry")
+	assert.Equal(t, 0, info.Retried, "never retried: MaxRetry(0)")
 	waitFor(t, 5*time.Second, "the failure to be counted", func() bool { return p.Stats().Failed == 1 })
 	assert.Equal(t, int64(1), p.Stats().Processed)
 	assert.Equal(t, int64(0), p.Stats().Archived, "asynq archived it, not the pool")
