@@ -35,7 +35,8 @@ Flags:
                       {"url": "...", "method": "POST", "headers": {"K": "V"}, "body": "..."}
   --count N           how many tasks to enqueue, 1 to 10000000 (default 1)
   --queue Q           asynq queue (default "default")
-  --max-retry N       retries after failures (default asynq's, 25)
+  --max-retry N       retries after failures (default asynq's, 25); asynq is given
+                      one more, kept for recovering a job whose worker died
   --in DURATION       run the tasks no sooner than DURATION from now, e.g. 30s or 5m
   --timeout DURATION  how long one run of a task may take (default asynq's, 30m)
   --key KEY           throttle key carried in the task's sluice-key header, for

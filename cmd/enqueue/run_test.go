@@ -152,7 +152,8 @@ func TestEnqueue(t *testing.T) {
 		ids[ti.ID] = true
 		assert.Equal(t, "email:send", ti.Type, "%d", i)
 		assert.JSONEq(t, `{"to": "a@example.com"}`, string(ti.Payload), "%d", i)
-		assert.Equal(t, 3, ti.MaxRetry, "%d", i)
+		assert.Equal(t, 4, ti.MaxRetry, "%d: the job's 3 and queue.Client's spare", i)
+		assert.Equal(t, "3", ti.Headers[queue.HeaderMaxRetry], "%d", i)
 		assert.Equal(t, time.Minute, ti.Timeout, "%d", i)
 
 		meta, err := queue.MetaOf(asynq.NewTaskWithHeaders(ti.Type, ti.Payload, ti.Headers))
@@ -178,7 +179,8 @@ func TestEnqueueDefaults(t *testing.T) {
 	tasks, err := asynq.NewInspectorFromRedisClient(srv.Client(t)).ListPendingTasks("default")
 	require.NoError(t, err)
 	require.Len(t, tasks, 1)
-	assert.Equal(t, 25, tasks[0].MaxRetry) // asynq's default
+	assert.Equal(t, 26, tasks[0].MaxRetry, "asynq's default of 25, and queue.Client's spare")
+	assert.Equal(t, "25", tasks[0].Headers[queue.HeaderMaxRetry])
 	assert.NotContains(t, tasks[0].Headers, queue.HeaderKey)
 	assert.NotContains(t, tasks[0].Headers, queue.HeaderCost)
 	assert.Contains(t, tasks[0].Headers, queue.HeaderEnqueuedAt)
