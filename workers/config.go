@@ -75,6 +75,12 @@ type Config struct {
 	// this often.
 	StatusInterval time.Duration
 
+	// Hosts, if set, is refreshed by the pool on every asynq heartbeat (5 s),
+	// so the Limiter it is given to (throttle.WithHosts, for
+	// throttle.FailLocal) knows how many processes share each limit. See
+	// HostsFor. nil means no count is kept.
+	Hosts *Hosts
+
 	// Logger receives the pool's logs and asynq's. nil means slog.Default().
 	Logger *slog.Logger
 	// MeterProvider and TracerProvider receive the pool's metrics and spans.

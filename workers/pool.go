@@ -198,11 +198,11 @@ func (p *Pool) Start() error {
 	if err := p.srv.Start(asynq.HandlerFunc(p.process)); err != nil {
 		return fmt.Errorf("workers: start asynq server: %w", err)
 	}
-	if p.cfg.StatusInterval > 0 {
+	if p.cfg.StatusInterval > 0 || p.cfg.Hosts != nil {
 		p.stopped, p.status = make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(p.status)
-			p.logStatus(p.cfg.StatusInterval, p.stopped)
+			p.background(p.stopped)
 		}()
 	}
 	p.state = stateRunning

@@ -3,7 +3,6 @@ package workers
 import (
 	"log/slog"
 	"sync/atomic"
-	"time"
 )
 
 // Stats are a pool's counters since NewPool, for a status line or a test. The
@@ -43,19 +42,5 @@ func (p *Pool) Stats() Stats {
 		Cooldowns: p.stats.cooldowns.Load(),
 		Archived:  p.stats.archived.Load(),
 		Waiting:   p.stats.waiting.Load(),
-	}
-}
-
-// logStatus logs the pool's Stats every interval until stop is closed.
-func (p *Pool) logStatus(interval time.Duration, stop <-chan struct{}) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			p.log.Info("workers: status", "stats", p.Stats())
-		}
 	}
 }

@@ -59,7 +59,8 @@ Flags:
   --failure-policy P       when the limiter Redis is down: closed (jobs go back to
                            the queue), open (no limit), or local (each process
                            takes 1/N of every limit; needs --hosts) (default closed)
-  --hosts N                worker processes in the fleet, for --failure-policy local
+  --hosts N|auto           worker processes in the fleet, for --failure-policy local;
+                           auto counts them from asynq's heartbeats in the queue Redis
   --http-timeout D         timeout of one http:request job (default 30s)
   --log-format F           text or json (default text)
   --log-level L            debug, info, warn or error (default info)
@@ -94,7 +95,8 @@ type config struct {
 	metricsAddr     string
 	keyPrefix       string
 	failure         throttle.FailurePolicy
-	hosts           int // 0 when --hosts is not given
+	hosts           int // 0 when --hosts is not given or is auto
+	hostsAuto       bool
 	httpTimeout     time.Duration
 	logFormat       string
 	logLevel        slog.Level
@@ -135,7 +137,8 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "")
 	fs.StringVar(&c.keyPrefix, "key-prefix", throttle.DefaultKeyPrefix, "")
 	fs.StringVar(&failure, "failure-policy", "closed", "")
-	fs.IntVar(&c.hosts, "hosts", 0, "")
+	var hosts string
+	fs.StringVar(&hosts, "hosts", "", "")
 	fs.DurationVar(&c.httpTimeout, "http-timeout", 30*time.Second, "")
 	fs.StringVar(&format, "log-format", "text", "")
 	fs.StringVar(&level, "log-level", "info", "")
@@ -191,14 +194,19 @@ func parseFlags(args []string) (config, error) {
 	if c.failure, err = parseFailurePolicy(failure); err != nil {
 		return config{}, err
 	}
+	if set["hosts"] {
+		if hosts == "auto" {
+			c.hostsAuto = true
+		} else if c.hosts, err = strconv.Atoi(hosts); err != nil || c.hosts < 1 {
+			return config{}, cli.Usagef("--hosts %q must be a whole number of at least 1, or auto", hosts)
+		}
+	}
 	switch {
-	case set["hosts"] && c.hosts < 1:
-		return config{}, cli.Usagef("--hosts %d must be at least 1", c.hosts)
 	case c.failure == throttle.FailLocal && !set["hosts"]:
-		return config{}, cli.Usagef("--failure-policy local needs --hosts N, the number of worker processes in the fleet: " +
+		return config{}, cli.Usagef("--failure-policy local needs --hosts N (or auto), the number of worker processes in the fleet: " +
 			"while the limiter Redis is down each process takes 1/N of every limit")
 	case c.failure != throttle.FailLocal && set["hosts"]:
-		c.warnings = append(c.warnings, fmt.Sprintf("--hosts %d is used only with --failure-policy local; ignored", c.hosts))
+		c.warnings = append(c.warnings, fmt.Sprintf("--hosts %s is used only with --failure-policy local; ignored", hosts))
 	}
 	switch format {
 	case "text", "json":

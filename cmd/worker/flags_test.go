@@ -100,6 +100,11 @@ func TestParseFlags(t *testing.T) {
 	c, err = parseFlags([]string{"--redis", "redis://q", "--hosts", "3", "--failure-policy", "open"})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"--hosts 3 is used only with --failure-policy local; ignored"}, c.warnings)
+
+	c, err = parseFlags([]string{"--redis", "redis://q", "--hosts", "auto", "--failure-policy", "local"})
+	require.NoError(t, err)
+	assert.True(t, c.hostsAuto, "--hosts auto")
+	assert.Equal(t, 0, c.hosts)
 }
 
 func TestParseQueues(t *testing.T) {
@@ -161,9 +166,10 @@ func TestBadInput(t *testing.T) {
 		{with("--key-prefix", strings.Repeat("p", 129)), "--key-prefix is 129 bytes, longer than 128"},
 		{with("--metrics-addr", "9090"), `--metrics-addr "9090" is not HOST:PORT, e.g. 127.0.0.1:9090`},
 		{with("--failure-policy", "sideways"), `--failure-policy "sideways": want closed, open or local`},
-		{with("--failure-policy", "local"), "--failure-policy local needs --hosts N, the number of worker processes in the fleet: " +
+		{with("--failure-policy", "local"), "--failure-policy local needs --hosts N (or auto), the number of worker processes in the fleet: " +
 			"while the limiter Redis is down each process takes 1/N of every limit"},
-		{with("--failure-policy", "local", "--hosts", "0"), "--hosts 0 must be at least 1"},
+		{with("--failure-policy", "local", "--hosts", "0"), `--hosts "0" must be a whole number of at least 1, or auto`},
+		{with("--failure-policy", "local", "--hosts", "many"), `--hosts "many" must be a whole number of at least 1, or auto`},
 		{with("--log-format", "xml"), `--log-format "xml": want text or json`},
 		{with("--log-level", "loud"), `--log-level "loud": want debug, info, warn or error`},
 		{with("--limits", ""), "--limits is empty: want the path of a JSON limits file"},

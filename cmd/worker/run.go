@@ -90,7 +90,12 @@ func serve(ctx context.Context, c config, rc redisConfig, limits []limit, handle
 	defer rdb.Close()
 	store := throttle.NewRedisStore(rdb)
 	defer store.Close()
-	lim := throttle.NewLimiter(store, limiterOptions(c, rc, log, m)...)
+	var hosts *workers.Hosts // --hosts auto: learned from asynq's heartbeats
+	if c.failure == throttle.FailLocal && c.hostsAuto {
+		hosts = workers.NewHosts(rc.queueAsynq, queueNames(c.queues)...)
+		defer hosts.Close()
+	}
+	lim := throttle.NewLimiter(store, limiterOptions(c, rc, log, m, hosts)...)
 
 	pool, err := workers.NewPool(workers.Config{
 		Redis:           rc.queueAsynq,
@@ -101,6 +106,7 @@ func serve(ctx context.Context, c config, rc redisConfig, limits []limit, handle
 		MaxWait:         c.maxWait,
 		Horizon:         c.horizon,
 		ShutdownTimeout: c.shutdownTimeout,
+		Hosts:           hosts,
 		Logger:          log,
 		MeterProvider:   m.meterProvider(),
 		// The worker logs its own status line, with rates and the limiter's mode.
@@ -159,7 +165,7 @@ func shutdownPool(pool *workers.Pool, c config, log *slog.Logger) error {
 // limiterOptions are the Limiter's options from the flags: key prefix,
 // failure policy (with the fleet's size under local), mode-change logging and
 // the metrics.
-func limiterOptions(c config, rc redisConfig, log *slog.Logger, m *metrics) []throttle.Option {
+func limiterOptions(c config, rc redisConfig, log *slog.Logger, m *metrics, hosts *workers.Hosts) []throttle.Option {
 	redisAttr := slog.String("redis", cli.Redact(rc.limiterURL))
 	opts := []throttle.Option{
 		throttle.WithKeyPrefix(c.keyPrefix),
@@ -173,10 +179,23 @@ func limiterOptions(c config, rc redisConfig, log *slog.Logger, m *metrics) []th
 			log.Info("limiter mode: "+mode, redisAttr)
 		}),
 	}
-	if c.failure == throttle.FailLocal {
+	switch {
+	case c.failure == throttle.FailLocal && hosts != nil:
+		opts = append(opts, throttle.WithHosts(hosts))
+	case c.failure == throttle.FailLocal:
 		opts = append(opts, throttle.WithHosts(throttle.FixedHosts(c.hosts)))
 	}
 	return opts
+}
+
+// queueNames are the names of the queues this worker serves.
+func queueNames(queues map[string]int) []string {
+	names := make([]string, 0, len(queues))
+	for q := range queues {
+		names = append(names, q)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // builtinHandlers are the job types this binary runs, by task type.
