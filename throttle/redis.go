@@ -30,13 +30,16 @@ type RedisStore struct {
 // context deadlines on the socket unless ContextTimeoutEnabled is set. If rdb is
 // a *redis.Client or *redis.ClusterClient without it, the store makes its own
 // client from a copy of rdb's options with ContextTimeoutEnabled set (its own
-// connection pool, released by Close). Other clients are used as they are.
+// connection pool, released by Close). Other clients are used as they are, and
+// so is a Sentinel failover client (redis.NewFailoverClient): a copy would not
+// follow its master switches, so build that one with ContextTimeoutEnabled.
 func NewRedisStore(rdb redis.UniversalClient, opts ...StoreOption) *RedisStore {
 	c := newStoreConfig(opts)
 	s := &RedisStore{rdb: rdb, clock: c.clock}
 	switch cl := rdb.(type) {
 	case *redis.Client:
-		if o := cl.Options(); !o.ContextTimeoutEnabled {
+		// A failover client's options name no address; it dials through its sentinels.
+		if o := cl.Options(); !o.ContextTimeoutEnabled && o.Addr != failoverAddr {
 			cp := *o
 			cp.ContextTimeoutEnabled = true
 			cp.PushNotificationProcessor = nil // the original's, bound to its connections
@@ -52,6 +55,9 @@ func NewRedisStore(rdb redis.UniversalClient, opts ...StoreOption) *RedisStore {
 	}
 	return s
 }
+
+// failoverAddr is the address go-redis gives a Sentinel failover client's options.
+const failoverAddr = "FailoverClient"
 
 // Close releases the client the store made for itself, if any. The client passed
 // to NewRedisStore stays open: it belongs to the caller.

@@ -44,6 +44,7 @@ type Server struct {
 	port     int         // fixed once start returns
 	password string      // value of --requirepass, if given; used by Client and the probe
 	tls      *tls.Config // set for a TLS-only server: how Client and the probe connect
+	conf     string      // a config file to start with, if any (Sentinel keeps its state there)
 
 	mu      sync.Mutex
 	proc    *process // nil while not running
@@ -139,6 +140,9 @@ func (s *Server) launch() error {
 	args := []string{"--port", strconv.Itoa(s.port)}
 	if s.tls != nil {
 		args = []string{"--port", "0", "--tls-port", strconv.Itoa(s.port)}
+	}
+	if s.conf != "" { // a config file must come first (Sentinel keeps its state in it)
+		args = append([]string{s.conf}, args...)
 	}
 	args = append(args,
 		"--bind", "127.0.0.1",
