@@ -1,7 +1,6 @@
 package backoff
 
 import (
-	"fmt"
 	"time"
 )
 
@@ -49,15 +48,5 @@ func (d Decorrelated) Next(prev time.Duration) time.Duration {
 // Validate reports whether d is a usable configuration. The error wraps
 // ErrInvalidPolicy.
 func (d Decorrelated) Validate() error {
-	switch {
-	case d.Base <= 0:
-		return fmt.Errorf("%w: decorrelated Base %v must be > 0", ErrInvalidPolicy, d.Base)
-	case d.Max < 0:
-		return fmt.Errorf("%w: decorrelated Max %v must be >= 0", ErrInvalidPolicy, d.Max)
-	case d.Max > 0 && d.Max < d.Base:
-		return fmt.Errorf("%w: decorrelated Max %v is less than Base %v", ErrInvalidPolicy, d.Max, d.Base)
-	case d.Max == 0 && d.Base > MaxDelay:
-		return fmt.Errorf("%w: decorrelated Base %v is more than MaxDelay %v", ErrInvalidPolicy, d.Base, MaxDelay)
-	}
-	return nil
+	return checkBaseMax("decorrelated", d.Base, d.Max)
 }

@@ -74,15 +74,10 @@ func (e Exponential) Delay(attempt int) time.Duration {
 // Validate reports whether e is a usable configuration. The error wraps
 // ErrInvalidPolicy.
 func (e Exponential) Validate() error {
+	if err := checkBaseMax("exponential", e.Base, e.Max); err != nil {
+		return err
+	}
 	switch {
-	case e.Base <= 0:
-		return fmt.Errorf("%w: exponential Base %v must be > 0", ErrInvalidPolicy, e.Base)
-	case e.Max < 0:
-		return fmt.Errorf("%w: exponential Max %v must be >= 0", ErrInvalidPolicy, e.Max)
-	case e.Max > 0 && e.Max < e.Base:
-		return fmt.Errorf("%w: exponential Max %v is less than Base %v", ErrInvalidPolicy, e.Max, e.Base)
-	case e.Max == 0 && e.Base > MaxDelay:
-		return fmt.Errorf("%w: exponential Base %v is more than MaxDelay %v", ErrInvalidPolicy, e.Base, MaxDelay)
 	case math.IsNaN(e.Factor) || math.IsInf(e.Factor, 0):
 		return fmt.Errorf("%w: exponential Factor %v must be finite", ErrInvalidPolicy, e.Factor)
 	case e.Factor != 0 && e.Factor < 1:
