@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ func BenchmarkRedisTryAcquire(b *testing.B) {
 	rdb := redistest.Shared(b).Client(b)
 	lim := NewLimiter(NewRedisStore(rdb), WithKeyPrefix(redistest.Prefix(b)))
 	ctx := context.Background()
-	b.SetParallelism(32 / max(1, runtimeProcs()))
+	b.SetParallelism(32 / max(1, runtime.GOMAXPROCS(0))) // 32 goroutines
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -52,7 +53,7 @@ func BenchmarkRedisEvalshaTrivial(b *testing.B) {
 	rdb := redistest.Shared(b).Client(b)
 	key := redistest.Prefix(b) + "trivial"
 	ctx := context.Background()
-	b.SetParallelism(32 / max(1, runtimeProcs()))
+	b.SetParallelism(32 / max(1, runtime.GOMAXPROCS(0))) // 32 goroutines
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

@@ -39,20 +39,6 @@ func (m *MemoryStore) nowMicros() int64 {
 	return m.start.UnixMicro() + int64(time.Since(m.start)/time.Microsecond)
 }
 
-// Len reports how many buckets the store holds that are not full.
-func (m *MemoryStore) Len() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := m.nowMicros()
-	n := 0
-	for _, tat := range m.buckets {
-		if *tat > now {
-			n++
-		}
-	}
-	return n
-}
-
 // tatOf is the bucket's TAT at now, never before now.
 func (m *MemoryStore) tatOf(k memKey, now int64) int64 {
 	if p := m.buckets[k]; p != nil && *p > now {

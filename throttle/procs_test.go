@@ -1,5 +1,0 @@
-package throttle
-
-import "runtime"
-
-func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
