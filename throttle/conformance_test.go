@@ -41,6 +41,10 @@ type step struct {
 	maxWait int64
 	ref     int // opCancel: index of the step whose reservation to refund
 	d       time.Duration
+	// pol, key and n: a one-key call under a policy other than Limit (buckets unused).
+	pol algo
+	key string
+	n   int
 
 	granted   bool
 	wait      int64
@@ -52,10 +56,14 @@ type step struct {
 
 func b(key string, l Limit, n int) []Bucket { return []Bucket{{Key: key, Limit: l, N: n}} }
 
-var conformance = []struct {
+// confCase is one case of the conformance table. Each policy's test file adds
+// its own cases to the table (an init func appending to conformance).
+type confCase struct {
 	name  string
 	steps []step
-}{
+}
+
+var conformance = []confCase{
 	{"burst then pace", []step{
 		{at: 0, op: opTry, buckets: b("k", tenPerSec, 1), granted: true, remaining: 4, reset: 100000},
 		{at: 0, op: opTry, buckets: b("k", tenPerSec, 4), granted: true, remaining: 0, reset: 500000},
@@ -158,9 +166,14 @@ func runConformance(t *testing.T, newStore func(Clock) Store, prefix string) {
 				msg := fmt.Sprintf("step %d", i)
 				switch s.op {
 				case opTake, opTry:
-					req := request{prefix: pfx, one: s.buckets[0], maxWait: s.maxWait}
-					if len(s.buckets) > 1 {
-						req.more = s.buckets[1:]
+					var req request
+					if s.pol != nil {
+						req = request{prefix: pfx, one: Bucket{Key: s.key, N: s.n}, pol: s.pol, maxWait: s.maxWait}
+					} else {
+						req = request{prefix: pfx, one: s.buckets[0], maxWait: s.maxWait}
+						if len(s.buckets) > 1 {
+							req.more = s.buckets[1:]
+						}
 					}
 					if s.op == opTake {
 						req.maxWait = -1

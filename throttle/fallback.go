@@ -246,6 +246,13 @@ func (f *fallback) share(req request, cause error) (request, error) {
 		return request{}, fmt.Errorf("%w; local fallback: the number of hosts is unknown (%d)", cause, n)
 	}
 	loc := req
+	if req.pol != nil {
+		loc.pol = req.pol.share(n)
+		if err := loc.pol.check(req.one.N); err != nil {
+			return request{}, fmt.Errorf("%w; local fallback: %q as %v over %d hosts: %v", cause, req.one.Key, loc.pol, n, err)
+		}
+		return loc, nil
+	}
 	if len(req.more) > 0 {
 		loc.more = make([]Bucket, len(req.more))
 	}

@@ -64,6 +64,12 @@ func (l *Limiter) check(req *request) error {
 		if err := checkName(b.Key); err != nil {
 			return err
 		}
+		if req.pol != nil {
+			if err := req.pol.check(b.N); err != nil {
+				return err
+			}
+			continue
+		}
 		t, err := b.Limit.check(b.N)
 		if err != nil {
 			return err
@@ -73,9 +79,6 @@ func (l *Limiter) check(req *request) error {
 	return nil
 }
 
-func single(key string, limit Limit, n int) request {
-	return request{one: Bucket{Key: key, Limit: limit, N: n}}
-}
 
 func multi(buckets []Bucket) (request, error) {
 	switch len(buckets) {
@@ -101,14 +104,21 @@ func defaultN(b Bucket) Bucket {
 	return b
 }
 
-// Acquire takes n tokens from the bucket key, sleeping until they are granted.
+// Acquire takes n tokens from the bucket key under policy (a Limit, FixedWindow,
+// SlidingLog, SlidingWindow or LeakyBucket), sleeping until they are granted.
 //
-// It returns at once with an error matching ErrInvalid for an invalid limit or
-// n outside [1, limit.Burst]; with a *LimitedError if ctx has a deadline that
-// the wait would pass; and with ctx's error if ctx ends while it sleeps, in which
-// case the tokens go back to the bucket.
-func (l *Limiter) Acquire(ctx context.Context, key string, limit Limit, n int) error {
-	return l.acquire(ctx, single(key, limit, n))
+// It returns at once with an error matching ErrInvalid for an invalid policy or
+// an n the policy could never grant (n < 1, or more than its Burst, Max or
+// Capacity: ErrTooLarge); with a *LimitedError if ctx has a deadline that the
+// wait would pass, or if a LeakyBucket's queue is full; and with ctx's error if
+// ctx ends while it sleeps, in which case the tokens go back to the bucket where
+// the policy allows (see each policy).
+func (l *Limiter) Acquire(ctx context.Context, key string, policy Policy, n int) error {
+	req, err := policyRequest(key, policy, n)
+	if err != nil {
+		return err
+	}
+	return l.acquire(ctx, req)
 }
 
 // AcquireAll is Acquire over several buckets at once (say a tenant's and a
@@ -153,8 +163,12 @@ func (l *Limiter) acquire(ctx context.Context, req request) error {
 // TryAcquire takes n tokens from the bucket key if it can do so at once, and
 // never waits. A refusal is not an error: res.Allowed is false and
 // res.RetryAfter says when to come back.
-func (l *Limiter) TryAcquire(ctx context.Context, key string, limit Limit, n int) (Result, error) {
-	return l.try(ctx, single(key, limit, n))
+func (l *Limiter) TryAcquire(ctx context.Context, key string, policy Policy, n int) (Result, error) {
+	req, err := policyRequest(key, policy, n)
+	if err != nil {
+		return Result{}, err
+	}
+	return l.try(ctx, req)
 }
 
 // TryAcquireAll is TryAcquire over several buckets at once, all or nothing; see AcquireAll.
@@ -189,8 +203,11 @@ func (l *Limiter) try(ctx context.Context, req request) (Result, error) {
 // that delay is at most maxWait (a negative maxWait means no bound); otherwise
 // it takes nothing and returns a *LimitedError. The caller then calls r.Wait,
 // or acts after r.Delay() itself, or gives the tokens back with r.Cancel.
-func (l *Limiter) Reserve(ctx context.Context, key string, limit Limit, n int, maxWait time.Duration) (*Reservation, error) {
-	req := single(key, limit, n)
+func (l *Limiter) Reserve(ctx context.Context, key string, policy Policy, n int, maxWait time.Duration) (*Reservation, error) {
+	req, err := policyRequest(key, policy, n)
+	if err != nil {
+		return nil, err
+	}
 	req.maxWait = budget(maxWait)
 	return l.reserve(ctx, req)
 }

@@ -20,6 +20,7 @@ type MemoryStore struct {
 	buckets   map[memKey]*int64 // TAT in µs; an entry at or before now is a full bucket
 	markers   map[string]int64  // refund marker → expiry, µs
 	cooldowns map[memKey]int64  // a cooldown's end, µs
+	states    map[memKey]memState // the state of keys under policies other than Limit (memory_algo.go)
 }
 
 type memKey struct{ prefix, name string }
@@ -27,7 +28,7 @@ type memKey struct{ prefix, name string }
 // NewMemoryStore returns an empty in-process store. WithClock sets its time source.
 func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 	c := newStoreConfig(opts)
-	return &MemoryStore{clock: c.clock, start: time.Now(), buckets: make(map[memKey]*int64), markers: make(map[string]int64), cooldowns: make(map[memKey]int64)}
+	return &MemoryStore{clock: c.clock, start: time.Now(), buckets: make(map[memKey]*int64), markers: make(map[string]int64), cooldowns: make(map[memKey]int64), states: make(map[memKey]memState)}
 }
 
 // nowMicros reads the Clock, or else the monotonic clock only (one clock read,
@@ -70,6 +71,15 @@ func (m *MemoryStore) sweep(now int64) {
 			break
 		}
 	}
+	i = 0
+	for k, st := range m.states {
+		if st.idleAt(now) {
+			delete(m.states, k)
+		}
+		if i++; i >= 2 {
+			break
+		}
+	}
 	for k, ends := range m.cooldowns {
 		if ends <= now {
 			delete(m.cooldowns, k)
@@ -92,6 +102,9 @@ func (m *MemoryStore) reserve(_ context.Context, req request) (decision, error) 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.nowMicros()
+	if req.pol != nil {
+		return m.reserveAlgo(req, now), nil
+	}
 	n := req.len()
 
 	d := decision{now: now}
@@ -165,6 +178,10 @@ func (m *MemoryStore) refund(_ context.Context, req request, d decision, id stri
 		return false, nil
 	}
 	m.markers[marker] = slot + 1_000_000
+	if req.pol != nil {
+		m.refundAlgo(req, d, now)
+		return true, nil
+	}
 	for i := 0; i < req.len(); i++ {
 		b := req.at(i)
 		k := memKey{req.prefix, b.Key}

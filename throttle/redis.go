@@ -76,6 +76,9 @@ func (s *RedisStore) now() string {
 }
 
 func (s *RedisStore) reserve(ctx context.Context, req request) (decision, error) {
+	if req.pol != nil {
+		return s.reserveAlgo(ctx, req)
+	}
 	n := req.len()
 	keys := make([]string, n)
 	args := make([]any, 2, 2+3*n)
@@ -120,6 +123,9 @@ func parseDecision(v any, n int) (decision, error) {
 }
 
 func (s *RedisStore) refund(ctx context.Context, req request, d decision, id string) (bool, error) {
+	if req.pol != nil {
+		return s.refundAlgo(ctx, req, d, id)
+	}
 	n := req.len()
 	keys := make([]string, n+1)
 	args := make([]any, 2, 2+3*n)

@@ -52,6 +52,7 @@ type request struct {
 	prefix  string
 	one     Bucket
 	more    []Bucket
+	pol     algo  // a policy other than Limit: one bucket, one.Limit unused
 	maxWait int64 // µs; negative means no bound
 }
 
@@ -59,6 +60,9 @@ func (r *request) len() int { return 1 + len(r.more) }
 
 // prepare sets each bucket's interval; Limiter.check does it for real calls.
 func (r *request) prepare() {
+	if r.pol != nil {
+		return
+	}
 	for i := 0; i < r.len(); i++ {
 		b := r.at(i)
 		b.t = b.Limit.interval()
