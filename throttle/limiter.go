@@ -79,7 +79,6 @@ func (l *Limiter) check(req *request) error {
 	return nil
 }
 
-
 func multi(buckets []Bucket) (request, error) {
 	switch len(buckets) {
 	case 0:

@@ -17,9 +17,9 @@ type MemoryStore struct {
 	start time.Time // without a Clock: time is start plus the monotonic time since
 
 	mu        sync.Mutex
-	buckets   map[memKey]*int64 // TAT in µs; an entry at or before now is a full bucket
-	markers   map[string]int64  // refund marker → expiry, µs
-	cooldowns map[memKey]int64  // a cooldown's end, µs
+	buckets   map[memKey]*int64   // TAT in µs; an entry at or before now is a full bucket
+	markers   map[string]int64    // refund marker → expiry, µs
+	cooldowns map[memKey]int64    // a cooldown's end, µs
 	states    map[memKey]memState // the state of keys under policies other than Limit (memory_algo.go)
 }
 
