@@ -1,14 +1,22 @@
 // Package throttle shares rate limits across processes through Redis, with a blocking, exact Acquire.
 //
-// A [Limiter] takes tokens from named buckets kept in a [Store]: a [RedisStore]
-// shared by a fleet, or a [MemoryStore] inside one process. Each bucket is a
-// token bucket (the generic cell rate algorithm: one timestamp per bucket) whose
-// state lives in the store and whose time comes from the store: Redis TIME, never
-// a client clock.
+// A [Limiter] enforces a [Policy] on named keys kept in a [Store]: a [RedisStore]
+// shared by a fleet, or a [MemoryStore] inside one process. The policy is the
+// promise a caller wants kept:
 //
-// A caller that cannot be served at once reserves its tokens and is told exactly
-// when its slot comes: Acquire sleeps until then, in arrival order, with one store
-// round trip per grant and no polling. If the caller's context ends first the
-// tokens go back. See docs/throttle-design.md for the state machine and the Lua
-// replies.
+//   - [Limit], a token bucket (the generic cell rate algorithm: one timestamp
+//     per key): Rate per Period on average, bursts up to Burst;
+//   - [FixedWindow]: at most Max per aligned window;
+//   - [SlidingLog]: at most Max in any span of Window, exactly;
+//   - [SlidingWindow]: the same within a documented error, in constant memory;
+//   - [LeakyBucket]: an even pace, with at most Capacity queued;
+//   - [Concurrency], through [Limiter.Hold]: at most Max holders at once, each
+//     on a lease that expires if its process dies.
+//
+// State lives in the store and time comes from the store: Redis TIME, never a
+// client clock. A caller that cannot be served at once reserves its place and
+// is told exactly when its slot comes: Acquire sleeps until then, in arrival
+// order, with one store round trip per grant and no polling. If the caller's
+// context ends first, what it took goes back where the policy allows. See
+// docs/throttle-design.md for the state machines and the Lua replies.
 package throttle
