@@ -1,0 +1,271 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/sluicehq/sluice/backoff"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// Transport is an http.RoundTripper for calling a rate-limited API. Before
+// each request it takes a token from the request's bucket under Limit,
+// waiting for it as Limiter.Acquire does, bounded by the request's context;
+// then it sends the request through Base. When the response is 429 Too Many
+// Requests, or 503 Service Unavailable with a Retry-After, it puts the bucket
+// in cooldown for the Retry-After (Limiter.Cooldown): every process that
+// shares the bucket through the Limiter's store, not only this one, sends
+// nothing on it until the cooldown ends, and then resumes at Limit's pace.
+//
+// The response is returned to the caller as it came, 429 included: whether to
+// retry is the caller's choice, and a retry through the Transport waits out
+// the cooldown. Set Retries to have the Transport retry by itself.
+//
+// Its zero value is not usable: Limiter and Limit are required. A Transport
+// is safe for concurrent use once its fields are set; do not change them
+// afterwards.
+type Transport struct {
+	// Base sends the requests; nil means http.DefaultTransport.
+	Base http.RoundTripper
+	// Limiter keeps the buckets; required. Share its store (Redis) across
+	// processes to share the limit and the cooldowns.
+	Limiter *throttle.Limiter
+	// Limit is the pace of each bucket; required.
+	Limit throttle.Limit
+	// Key names a request's bucket, as a bucket name for the Limiter; nil
+	// means the request's host, req.URL.Host ("api.example.com:8443"). Use
+	// the same name a worker pool uses for that API to share its bucket.
+	Key func(*http.Request) string
+
+	// DefaultCooldown is the cooldown after a 429 whose Retry-After is
+	// missing or malformed; 0 means 1 s, and a negative value means no
+	// cooldown for such a response. A 503 without a valid Retry-After is an
+	// outage, not a limit, and never cools the bucket down. A Retry-After of
+	// 0, or a date that has passed, means no cooldown.
+	DefaultCooldown time.Duration
+	// MaxCooldown caps every cooldown, so that an upstream asking for a day
+	// (backoff.MaxRetryAfter is the most it can ask) does not stall every
+	// process for a day; 0 means no cap but that.
+	MaxCooldown time.Duration
+
+	// Retries is how many times the Transport itself resends a request that
+	// was answered 429 or 503 with a cooldown, each time after the cooldown;
+	// 0, the default, means never. Only requests whose body can be sent again
+	// are retried (no body, or GetBody set, as http.NewRequest does for
+	// in-memory bodies), and only when the request's context leaves time for
+	// the cooldown; otherwise the response is returned as it came. The body
+	// of a response that is retried is read (up to 64 KiB) and closed.
+	Retries int
+
+	// OnCooldown, if set, is called after each attempt to cool a bucket down,
+	// with the bucket, the cooldown and the Limiter's error (nil on success),
+	// so that a program can log it; RoundTrip cannot return that error
+	// alongside the response. It runs on the request's goroutine.
+	OnCooldown func(key string, d time.Duration, err error)
+}
+
+const (
+	// defaultCooldown is the cooldown after a 429 without a usable Retry-After.
+	defaultCooldown = time.Second
+	// cooldownTimeout bounds the store calls that set and check cooldowns;
+	// they run on a context of their own, as the request's may be ending.
+	cooldownTimeout = time.Second
+	// maxDrain is how much of a response body is read before it is closed
+	// for a retry, so its connection can be reused.
+	maxDrain = 64 << 10
+)
+
+// ErrNoBucket is returned by Transport.RoundTrip when the request names no
+// bucket: Key returned "" (by default, the request has no host).
+var ErrNoBucket = errors.New("httplimit: request names no bucket")
+
+// RoundTrip takes a token for req, sends it through Base, and cools the
+// bucket down if the response asks for it; see Transport. As the
+// http.RoundTripper contract requires, req's body is closed even on errors.
+//
+// It fails, without sending req, with the Limiter's error: an error matching
+// throttle.ErrInvalid for a misconfigured Transport, throttle.ErrUnavailable
+// for a store that cannot answer (unless the Limiter's failure policy says
+// otherwise), a *throttle.LimitedError if the wait would pass req's context
+// deadline, or the context's error if it ends during the wait (the token
+// goes back to the bucket). ErrNoBucket if Key names none. An http.Client wraps these in a *url.Error; errors.Is
+// and errors.As see through it.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	key, err := t.key(req)
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	ctx := req.Context()
+	for attempt := 0; ; attempt++ {
+		if err := t.acquire(ctx, key); err != nil {
+			closeBody(req)
+			return nil, err
+		}
+		resp, err := t.base().RoundTrip(req)
+		if err != nil {
+			return nil, err
+		}
+		d, ok := t.cooldownFor(resp)
+		if !ok {
+			return resp, nil
+		}
+		t.cooldown(ctx, key, d)
+		if attempt >= t.Retries {
+			return resp, nil
+		}
+		next, ok := rewind(req, d)
+		if !ok {
+			return resp, nil
+		}
+		drain(resp.Body)
+		req = next
+	}
+}
+
+// CloseIdleConnections closes the idle connections of Base, if it has any
+// such method; http.Client.CloseIdleConnections calls it.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.base().(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+func (t *Transport) key(req *http.Request) (string, error) {
+	if t.Limiter == nil {
+		return "", invalidf("Transport.Limiter is nil")
+	}
+	var key string
+	switch {
+	case t.Key != nil:
+		key = t.Key(req)
+	case req.URL != nil:
+		key = req.URL.Host
+	}
+	if key == "" {
+		return "", ErrNoBucket
+	}
+	return key, nil
+}
+
+func (t *Transport) base() http.RoundTripper {
+	if t.Base != nil {
+		return t.Base
+	}
+	return http.DefaultTransport
+}
+
+// acquire takes a token from the bucket key, waiting for it if need be, as
+// Limiter.Acquire does. A token booked before a cooldown began may fall in
+// it; after waiting for one, acquire checks, and if the bucket is in
+// cooldown now it takes a new token, which comes after the cooldown.
+func (t *Transport) acquire(ctx context.Context, key string) error {
+	for {
+		maxWait := time.Duration(-1) // no bound
+		dl, hasDeadline := ctx.Deadline()
+		if hasDeadline {
+			maxWait = max(0, time.Until(dl))
+		}
+		r, err := t.Limiter.Reserve(ctx, key, t.Limit, 1, maxWait)
+		if err != nil {
+			return err
+		}
+		waits := r.Delay() > 0
+		if waits && hasDeadline && r.Time().After(dl) {
+			// The budget was measured before the round trip; the slot, after
+			// it. No sleeping just to fail: give the token back.
+			late := r.Delay()
+			_ = r.Cancel(ctx)
+			return &throttle.LimitedError{RetryAfter: late}
+		}
+		if err := r.Wait(ctx); err != nil {
+			return err
+		}
+		if !waits {
+			return nil
+		}
+		cctx, cancel := context.WithTimeout(ctx, cooldownTimeout)
+		left, err := t.Limiter.CooldownLeft(cctx, key)
+		cancel()
+		if err != nil || left <= 0 {
+			// A store that cannot say keeps the token it already granted.
+			return nil
+		}
+	}
+}
+
+// cooldownFor reports whether resp asks for a cooldown, and how long.
+func (t *Transport) cooldownFor(resp *http.Response) (time.Duration, bool) {
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
+		return 0, false
+	}
+	d, present, err := backoff.RetryAfterFromHeader(resp.Header, time.Now())
+	if !present || err != nil {
+		if resp.StatusCode != http.StatusTooManyRequests {
+			return 0, false
+		}
+		switch {
+		case t.DefaultCooldown < 0:
+			return 0, false
+		case t.DefaultCooldown == 0:
+			d = defaultCooldown
+		default:
+			d = t.DefaultCooldown
+		}
+	}
+	if t.MaxCooldown > 0 {
+		d = min(d, t.MaxCooldown)
+	}
+	return d, d > 0
+}
+
+// cooldown puts the bucket key in cooldown for d, on a context of its own:
+// the request's may end as soon as the caller has the response, and the
+// other processes still need to hear of the cooldown.
+func (t *Transport) cooldown(ctx context.Context, key string, d time.Duration) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cooldownTimeout)
+	defer cancel()
+	_, err := t.Limiter.Cooldown(cctx, key, t.Limit, d)
+	if t.OnCooldown != nil {
+		t.OnCooldown(key, d, err)
+	}
+}
+
+// rewind returns a copy of req to send again after a cooldown of d, if its
+// body can be sent again and its context leaves time for the cooldown.
+func rewind(req *http.Request, d time.Duration) (*http.Request, bool) {
+	ctx := req.Context()
+	if ctx.Err() != nil {
+		return nil, false
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
+		return nil, false
+	}
+	next := req.Clone(ctx)
+	switch {
+	case req.Body == nil || req.Body == http.NoBody:
+	case req.GetBody != nil:
+		body, err := req.GetBody()
+		if err != nil {
+			return nil, false
+		}
+		next.Body = body
+	default:
+		return nil, false
+	}
+	return next, true
+}
+
+func drain(body io.ReadCloser) {
+	_, _ = io.CopyN(io.Discard, body, maxDrain)
+	_ = body.Close()
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
