@@ -1,0 +1,172 @@
+package throttle
+
+import (
+	_ "embed"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// LeakyBucket is a meter that lets tokens through at an even pace, one every
+// Period/Rate (T), never in a burst; requests line up for their turn, and
+// Capacity bounds how many may be in the bucket at once. It is the leaky
+// bucket as a queue: a request never waits more than (Capacity−n)·T, and
+// beyond that it is refused at once instead of being queued.
+//
+// A request for n tokens takes the next free turn: at once if the meter is
+// idle, otherwise when the tokens granted before it have gone through, and the
+// turn after it is n·T later. The bucket holds the tokens whose time has not
+// run out, ⌈(end of the last turn − now)/T⌉, the one going through included;
+// a request for n is admitted if that plus n is at most Capacity and its wait
+// fits the caller's budget. Capacity 1 is a strict pacer that queues nothing:
+// one token per T, and any request sooner refused.
+//
+// A refused call's RetryAfter is, when only the full bucket stood in the way,
+// how long until enough has leaked out for the request to fit (it then waits
+// at most (Capacity−n)·T, within its budget); when the wait was beyond the
+// caller's budget, the wait, after which it would be granted at once. So
+// Acquire returns a *LimitedError at once on a full bucket, whatever its
+// context allows. Reservation.Cancel gives the turn back if it is the last
+// one booked; under a later turn it gives nothing back, since moving the
+// meter back would put the next turn on top of that one (a token bucket's
+// refund, which only counts tokens, would let two turns coincide).
+//
+// The zero Period means one second. Rate must be positive and finite, no
+// faster than one token per microsecond (T is Period/Rate rounded up to a
+// whole microsecond, as for Limit), and Capacity at least 1. The zero value is
+// not valid.
+type LeakyBucket struct {
+	Rate     float64       // tokens per Period
+	Period   time.Duration // 0 means time.Second
+	Capacity int           // the most tokens in the bucket: going through or waiting their turn
+}
+
+// limit is the token bucket with the same pace, for its interval arithmetic.
+func (b LeakyBucket) limit() Limit { return Limit{Rate: b.Rate, Period: b.Period, Burst: b.Capacity} }
+
+// interval is T in whole microseconds; see Limit.interval.
+func (b LeakyBucket) interval() int64 { return b.limit().interval() }
+
+// Validate reports why b cannot be used, or nil.
+func (b LeakyBucket) Validate() error {
+	l := b.limit()
+	switch {
+	case math.IsNaN(b.Rate) || math.IsInf(b.Rate, 0):
+		return invalidf("rate %v is not a finite number", b.Rate)
+	case b.Rate <= 0:
+		return invalidf("rate %v must be positive", b.Rate)
+	case b.Period < 0:
+		return invalidf("period %v must not be negative", b.Period)
+	case b.Capacity < 1:
+		return invalidf("capacity %d must be at least 1", b.Capacity)
+	case b.Capacity > maxBurst:
+		return invalidf("capacity %d is larger than %d", b.Capacity, maxBurst)
+	case l.exactInterval() < 1:
+		return invalidf("rate %v per %v is faster than one token per microsecond", b.Rate, l.period())
+	case float64(l.interval())*float64(b.Capacity) > maxSpan:
+		return invalidf("rate %v per %v with capacity %d takes longer than %v to drain", b.Rate, l.period(), b.Capacity, micros(maxSpan))
+	}
+	return nil
+}
+
+func (b LeakyBucket) check(n int) error {
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	if n < 1 {
+		return invalidf("n %d must be at least 1", n)
+	}
+	if n > b.Capacity {
+		return &InvalidError{Reason: fmt.Sprintf("n %d is larger than capacity %d: it could never be granted", n, b.Capacity), tooLarge: true}
+	}
+	return nil
+}
+
+// Quota is Capacity tokens, and the time a full bucket takes to drain.
+func (b LeakyBucket) Quota() (int, time.Duration) {
+	return b.Capacity, micros(int64(b.Capacity) * b.interval())
+}
+
+func (b LeakyBucket) String() string {
+	return fmt.Sprintf("%g/%v leaky bucket, capacity %d", b.Rate, b.limit().period(), b.Capacity)
+}
+
+func (LeakyBucket) isPolicy() {}
+
+func (LeakyBucket) kind() string { return "lb" }
+
+func (b LeakyBucket) args() []any { return []any{b.interval(), b.Capacity} }
+
+func (LeakyBucket) scripts() (reserve, refund *redis.Script) {
+	return leakyBucketReserveScript, leakyBucketRefundScript
+}
+
+// share is Rate/hosts and Capacity/hosts, at least 1, over the same Period.
+func (b LeakyBucket) share(hosts int) algo {
+	b.Rate /= float64(hosts)
+	b.Capacity = max(1, b.Capacity/hosts)
+	return b
+}
+
+var (
+	//go:embed lua/leakybucket_reserve.lua
+	leakyBucketReserveLua string
+	//go:embed lua/leakybucket_refund.lua
+	leakyBucketRefundLua string
+
+	leakyBucketReserveScript = redis.NewScript(leakyBucketReserveLua)
+	leakyBucketRefundScript  = redis.NewScript(leakyBucketRefundLua)
+)
+
+// leakyState is one key's meter in a MemoryStore: the end of its last booked
+// turn in µs (GCRA's theoretical arrival time), as the Redis key holds it.
+type leakyState struct{ tat int64 }
+
+func (s *leakyState) idleAt(now int64) bool { return s.tat <= now }
+
+// reserveMem is leakybucket_reserve.lua on a MemoryStore's state.
+func (b LeakyBucket) reserveMem(st *memState, now int64, n int, maxWait int64) decision {
+	s, _ := (*st).(*leakyState)
+	t, c := b.interval(), int64(b.Capacity)
+	tat := now
+	if s != nil && s.tat > now {
+		tat = s.tat
+	}
+	ahead := tat - now
+	cost := int64(n) * t
+	d := decision{wait: ahead}
+	inBudget := maxWait < 0 || ahead <= maxWait
+	switch {
+	case ahead+cost > c*t:
+		if inBudget {
+			d.wait = ahead + cost - c*t
+		}
+	case inBudget:
+		d.granted = true
+		tat += cost
+		d.tat = tat
+		if s == nil {
+			s = &leakyState{}
+			*st = s
+		}
+		s.tat = tat
+	}
+	if s != nil && s.idleAt(now) {
+		*st = nil
+	}
+	ahead = tat - now
+	d.remaining = int(max(0, c-(ahead+t-1)/t))
+	d.reset = ahead
+	return d
+}
+
+// refundMem is leakybucket_refund.lua on a MemoryStore's state.
+func (b LeakyBucket) refundMem(st *memState, now int64, n int, d decision) {
+	s, _ := (*st).(*leakyState)
+	if s == nil || s.tat != d.tat {
+		return // a later turn stands on the meter's time: moving it back would overlap that turn
+	}
+	s.tat -= int64(n) * b.interval() // the reservation's slot, after now: not idle
+}

@@ -1,0 +1,381 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+var (
+	leaky3 = LeakyBucket{Rate: 10, Capacity: 3}                      // T = 100 ms
+	leaky5 = LeakyBucket{Rate: 10, Period: time.Second, Capacity: 5} // T = 100 ms
+)
+
+func init() {
+	conformance = append(conformance,
+		confCase{"leaky bucket: one every T, a full bucket refused", []step{
+			{at: 0, op: opTake, pol: leaky3, key: "k", n: 1, granted: true, remaining: 2, reset: 100000},
+			{at: 0, op: opTake, pol: leaky3, key: "k", n: 1, granted: true, wait: 100000, remaining: 1, reset: 200000},
+			{at: 0, op: opTake, pol: leaky3, key: "k", n: 1, granted: true, wait: 200000, remaining: 0, reset: 300000},
+			// Full: back when one has leaked out (it then waits 200 ms)...
+			{at: 0, op: opTake, pol: leaky3, key: "k", n: 1, granted: false, wait: 100000, remaining: 0, reset: 300000},
+			// ... or, with no wait allowed, when it would be granted at once.
+			{at: 0, op: opTry, pol: leaky3, key: "k", n: 1, granted: false, wait: 300000, remaining: 0, reset: 300000},
+			{at: 50000, op: opTake, pol: leaky3, key: "k", n: 1, granted: false, wait: 50000, remaining: 0, reset: 250000},
+			{at: 100000, op: opTake, pol: leaky3, key: "k", n: 1, granted: true, wait: 200000, remaining: 0, reset: 300000},
+			{at: 400000, op: opTry, pol: leaky3, key: "k", n: 1, granted: true, remaining: 2, reset: 100000},
+		}},
+		confCase{"leaky bucket: n at once, within maxWait", []step{
+			{at: 0, op: opTake, pol: leaky5, key: "k", n: 2, granted: true, remaining: 3, reset: 200000},
+			{at: 0, op: opTry, maxWait: 150000, pol: leaky5, key: "k", n: 1, granted: false, wait: 200000, remaining: 3, reset: 200000},
+			{at: 0, op: opTake, pol: leaky5, key: "k", n: 3, granted: true, wait: 200000, remaining: 0, reset: 500000},
+			{at: 0, op: opTake, pol: leaky5, key: "k", n: 1, granted: false, wait: 100000, remaining: 0, reset: 500000},
+			{at: 150000, op: opTry, maxWait: 400000, pol: leaky5, key: "k", n: 1, granted: true, wait: 350000, remaining: 0, reset: 450000},
+			// Full, and the wait beyond the budget too: when it would be granted at once.
+			{at: 150000, op: opTry, maxWait: 100000, pol: leaky5, key: "k", n: 2, granted: false, wait: 450000, remaining: 0, reset: 450000},
+			{at: 150000, op: opTake, pol: leaky5, key: "k", n: 2, granted: false, wait: 150000, remaining: 0, reset: 450000},
+		}},
+		confCase{"leaky bucket: cancel gives back a turn no later one stands on", []step{
+			{at: 0, op: opTake, pol: leaky5, key: "k", n: 1, granted: true, remaining: 4, reset: 100000},
+			{at: 0, op: opTake, pol: leaky5, key: "k", n: 1, granted: true, wait: 100000, remaining: 3, reset: 200000},
+			{at: 0, op: opTake, pol: leaky5, key: "k", n: 1, granted: true, wait: 200000, remaining: 2, reset: 300000},
+			{at: 10000, op: opCancel, ref: 2, refunded: true},
+			{at: 10000, op: opTake, pol: leaky5, key: "k", n: 1, granted: true, wait: 190000, remaining: 2, reset: 290000},
+			{at: 20000, op: opCancel, ref: 1, refunded: true}, // applied, but the turn after it stands
+			{at: 20000, op: opTry, pol: leaky5, key: "k", n: 1, granted: false, wait: 280000, remaining: 2, reset: 280000},
+			{at: 30000, op: opCancel, ref: 2, refunded: false},
+			{at: 300000, op: opCancel, ref: 4, refunded: false},
+		}},
+		confCase{"leaky bucket: cancel under a later turn gives nothing back, not even part", []step{
+			{at: 0, op: opTake, pol: leaky5, key: "k", n: 1, granted: true, remaining: 4, reset: 100000},
+			{at: 0, op: opTake, pol: leaky5, key: "k", n: 2, granted: true, wait: 100000, remaining: 2, reset: 300000},
+			{at: 0, op: opTake, pol: leaky5, key: "k", n: 1, granted: true, wait: 300000, remaining: 1, reset: 400000},
+			// A token bucket would give back one of the two: the next turn
+			// would then start at 300 ms, on top of the one booked there.
+			{at: 10000, op: opCancel, ref: 1, refunded: true},
+			{at: 10000, op: opTry, pol: leaky5, key: "k", n: 1, granted: false, wait: 390000, remaining: 1, reset: 390000},
+		}},
+	)
+}
+
+func TestLeakyBucketInvalidBeforeIO(t *testing.T) {
+	ok := LeakyBucket{Rate: 10, Capacity: 5}
+	cases := []struct {
+		name string
+		pol  LeakyBucket
+		n    int
+		is   error
+	}{
+		{"zero value", LeakyBucket{}, 1, ErrInvalid},
+		{"zero rate", LeakyBucket{Capacity: 1}, 1, ErrInvalid},
+		{"negative rate", LeakyBucket{Rate: -1, Capacity: 1}, 1, ErrInvalid},
+		{"NaN rate", LeakyBucket{Rate: math.NaN(), Capacity: 1}, 1, ErrInvalid},
+		{"infinite rate", LeakyBucket{Rate: math.Inf(1), Capacity: 1}, 1, ErrInvalid},
+		{"negative period", LeakyBucket{Rate: 1, Period: -time.Second, Capacity: 1}, 1, ErrInvalid},
+		{"zero capacity", LeakyBucket{Rate: 1}, 1, ErrInvalid},
+		{"negative capacity", LeakyBucket{Rate: 1, Capacity: -2}, 1, ErrInvalid},
+		{"huge capacity", LeakyBucket{Rate: 1e6, Capacity: maxBurst + 1}, 1, ErrInvalid},
+		{"faster than a token per microsecond", LeakyBucket{Rate: 2e6, Capacity: 1}, 1, ErrInvalid},
+		{"slower than the state can span", LeakyBucket{Rate: 1, Period: 1000 * time.Hour, Capacity: 100000}, 1, ErrInvalid},
+		{"zero n", ok, 0, ErrInvalid},
+		{"negative n", ok, -1, ErrInvalid},
+		{"n above capacity", ok, 6, ErrTooLarge},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			store := &countingStore{Store: NewMemoryStore()}
+			lim := NewLimiter(store)
+			ctx := context.Background()
+
+			err := lim.Acquire(ctx, "k", c.pol, c.n)
+			assert.ErrorIs(t, err, c.is, "Acquire")
+			_, err = lim.TryAcquire(ctx, "k", c.pol, c.n)
+			assert.ErrorIs(t, err, c.is, "TryAcquire")
+			_, err = lim.Reserve(ctx, "k", c.pol, c.n, time.Second)
+			assert.ErrorIs(t, err, c.is, "Reserve")
+			assert.Equal(t, int64(0), store.calls.Load(), "store calls")
+		})
+	}
+	assert.NoError(t, ok.Validate())
+	assert.ErrorIs(t, ok.check(6), ErrTooLarge)
+	assert.NotErrorIs(t, ok.check(0), ErrTooLarge)
+}
+
+func TestLeakyBucketQuotaAndShare(t *testing.T) {
+	b := LeakyBucket{Rate: 3, Capacity: 6} // T = 333334 µs, rounded up
+	m, d := b.Quota()
+	assert.Equal(t, 6, m)
+	assert.Equal(t, 6*333334*time.Microsecond, d)
+	assert.Equal(t, "3/1s leaky bucket, capacity 6", b.String())
+	assert.Equal(t, LeakyBucket{Rate: 1, Capacity: 2}, b.share(3))
+	assert.Equal(t, LeakyBucket{Rate: 0.5, Capacity: 1}, b.share(6).(LeakyBucket).share(1))
+}
+
+// Every write leaves a TTL on the meter, and it vanishes once the bucket is empty.
+func TestLeakyBucketRedisKey(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	store := NewRedisStore(rdb)
+	t.Cleanup(func() { store.Close() })
+	prefix := redistest.Prefix(t)
+	lim := NewLimiter(store, WithKeyPrefix(prefix))
+	ctx := context.Background()
+	pol := LeakyBucket{Rate: 20, Capacity: 4} // T = 50 ms
+	key := algoKey(prefix, "k", pol)
+
+	written := func(msg string) {
+		t.Helper()
+		ttl, err := rdb.PTTL(ctx, key).Result()
+		require.NoError(t, err, msg)
+		assert.Greater(t, ttl, time.Duration(0), msg+": PTTL")
+		assert.LessOrEqual(t, ttl, 200*time.Millisecond, msg+": PTTL")
+	}
+	var rs []*Reservation
+	for i := range 4 {
+		r, err := lim.Reserve(ctx, "k", pol, 1, time.Second)
+		require.NoError(t, err)
+		rs = append(rs, r)
+		written(fmt.Sprintf("reservation %d", i))
+	}
+	_, err := lim.Reserve(ctx, "k", pol, 1, time.Second)
+	var le *LimitedError
+	require.ErrorAs(t, err, &le, "a full bucket")
+	assert.Greater(t, le.RetryAfter, time.Duration(0))
+	assert.LessOrEqual(t, le.RetryAfter, 50*time.Millisecond)
+	require.NoError(t, rs[3].Cancel(ctx))
+	written("refund")
+
+	time.Sleep(250 * time.Millisecond)
+	n, err := rdb.Exists(ctx, key).Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), n, "the meter outlived its queue")
+}
+
+// The acceptance load: 32 goroutines in Acquire on one leaky bucket, on a
+// real redis-server. Grants are exactly T apart (the queue is never empty, and
+// 32 waiters fit in Capacity 64: none is refused); nearly all of Rate is used;
+// about one round trip per grant.
+func TestPolicyLoadLeakyBucket(t *testing.T) {
+	pol := LeakyBucket{Rate: 100, Period: time.Second, Capacity: 64}
+	load := runPolicyLoad(t, pol, 2500*time.Millisecond)
+	T := pol.interval()
+	lo, hi := gaps(load.slots)
+	last := load.slots[len(load.slots)-1]
+	used := float64(len(load.slots)) / float64((last-load.start)/T+1)
+	t.Logf("%v: %d grants; gaps between grants from %d to %d µs (T = %d µs); %.2f%% of Rate used; %.3f round trips per grant",
+		pol, len(load.slots), lo, hi, T, 100*used, load.roundTripsPerGrant())
+	require.Equal(t, T, lo, "the closest grants")
+	require.Equal(t, T, hi, "the farthest apart grants")
+	require.GreaterOrEqual(t, used, 0.95)
+	require.Less(t, load.roundTripsPerGrant(), 1.2)
+}
+
+// gaps is the least and greatest distance between consecutive sorted slots.
+func gaps(slots []int64) (lo, hi int64) {
+	lo = math.MaxInt64
+	for i := 1; i < len(slots); i++ {
+		g := slots[i] - slots[i-1]
+		lo, hi = min(lo, g), max(hi, g)
+	}
+	return lo, hi
+}
+
+// More waiters than the bucket holds: 32 goroutines on Capacity 8. Those that
+// do not fit are refused at once with a RetryAfter of at most T (enough leaks
+// out within one turn), come back then, and the pace stays even; no grant
+// ever waits more than (Capacity−1)·T, so the bucket never holds more than Capacity.
+func TestLeakyBucketFullUnderLoad(t *testing.T) {
+	const workers = 32
+	pol := LeakyBucket{Rate: 100, Period: time.Second, Capacity: 8}
+	T := pol.interval()
+	rdb := redistest.Shared(t).Client(t)
+	var commands atomic.Int64
+	rdb.AddHook(countHook{&commands})
+	store := NewRedisStore(rdb)
+	t.Cleanup(func() { store.Close() })
+	lim := NewLimiter(store, WithKeyPrefix(redistest.Prefix(t)))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var (
+		mu                 sync.Mutex
+		slots              []int64
+		start              int64 = -1
+		longest            int64
+		refused            int
+		retryMin, retryMax time.Duration = math.MaxInt64, 0
+		firstErr           error
+		wg                 sync.WaitGroup
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				// No bound on the wait: every refusal is a full bucket's.
+				r, err := lim.Reserve(ctx, "load", pol, 1, -1)
+				var le *LimitedError
+				switch {
+				case errors.As(err, &le):
+					mu.Lock()
+					refused++
+					retryMin, retryMax = min(retryMin, le.RetryAfter), max(retryMax, le.RetryAfter)
+					mu.Unlock()
+					select {
+					case <-time.After(le.RetryAfter):
+					case <-ctx.Done():
+					}
+					continue
+				case err != nil:
+					if ctx.Err() == nil {
+						mu.Lock()
+						firstErr = err
+						mu.Unlock()
+					}
+					continue
+				}
+				if r.Wait(ctx) != nil {
+					return
+				}
+				mu.Lock()
+				slots = append(slots, r.d.slot())
+				longest = max(longest, r.d.wait)
+				if start < 0 || r.d.now < start {
+					start = r.d.now
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, firstErr)
+	require.NotEmpty(t, slots)
+	sort.Slice(slots, func(i, j int) bool { return slots[i] < slots[j] })
+	lo, hi := gaps(slots)
+	last := slots[len(slots)-1]
+	used := float64(len(slots)) / float64((last-start)/T+1)
+	t.Logf("%v, %d waiters: %d grants, %d refusals (RetryAfter %v to %v); longest wait %d µs (bound %d); gaps %d to %d µs; %.2f%% of Rate used; %.2f round trips per grant",
+		pol, workers, len(slots), refused, retryMin, retryMax, longest, int64(pol.Capacity-1)*T, lo, hi, 100*used, float64(commands.Load())/float64(len(slots)))
+	require.Positive(t, refused, "refusals")
+	assert.Positive(t, retryMin, "RetryAfter")
+	assert.LessOrEqual(t, retryMax, micros(T), "RetryAfter")
+	assert.LessOrEqual(t, longest, int64(pol.Capacity-1)*T, "the longest wait: the bucket held more than Capacity")
+	assert.Equal(t, T, lo, "the closest grants")
+	assert.GreaterOrEqual(t, used, 0.95)
+}
+
+func ExampleLeakyBucket() {
+	lim := NewLimiter(NewMemoryStore())
+	// One email every 10 ms, never faster; at most 3 in the bucket.
+	pace := LeakyBucket{Rate: 100, Period: time.Second, Capacity: 3}
+	ctx := context.Background()
+
+	for range 4 {
+		r, err := lim.Reserve(ctx, "smtp", pace, 1, time.Second)
+		var le *LimitedError
+		if errors.As(err, &le) {
+			fmt.Println("full: retry after", le.RetryAfter.Round(10*time.Millisecond))
+			continue
+		}
+		fmt.Println("turn in", r.Delay().Round(10*time.Millisecond))
+	}
+	// Output:
+	// turn in 0s
+	// turn in 10ms
+	// turn in 20ms
+	// full: retry after 10ms
+}
+
+// Random takes, cancels and pauses, on a MemoryStore and a real redis-server
+// in lockstep: both give the same answers at every step; no grant waits
+// longer than the bucket holds; and the turns that stand (granted and not
+// cancelled), each n·T long, never overlap: the pace is never faster than T.
+func TestLeakyBucketRandomAgreesAndHolds(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	// Turns of a second or more: the keys' TTLs run in real time, while the
+	// test's clock is fake, and a key must not expire between two steps.
+	pols := []LeakyBucket{{Rate: 1, Capacity: 1}, {Rate: 1, Capacity: 5}, {Rate: 3, Period: 10 * time.Second, Capacity: 4}, {Rate: 7, Period: time.Minute, Capacity: 9}}
+	for seed := uint64(1); seed <= 24; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 13))
+			pol := pols[int(seed)%len(pols)]
+			T, c := pol.interval(), int64(pol.Capacity)
+			clock := newFakeClock()
+			mem := NewMemoryStore(WithClock(clock))
+			red := NewRedisStore(rdb, WithClock(clock))
+			prefix := redistest.Prefix(t)
+			type grant struct {
+				req  request
+				d    decision
+				id   string
+				gone bool
+			}
+			var grants []*grant
+			now := int64(0)
+			ctx := context.Background()
+			for step := range 250 {
+				msg := fmt.Sprintf("seed %d step %d", seed, step)
+				clock.at(now)
+				switch k := rng.IntN(10); {
+				case k < 3:
+					now += rng.Int64N(2 * T)
+				case k < 8:
+					req := request{prefix: prefix, one: Bucket{Key: "k", N: 1 + rng.IntN(pol.Capacity)}, pol: pol, maxWait: -1}
+					if rng.IntN(3) == 0 {
+						req.maxWait = rng.Int64N(c * T)
+					}
+					dm, err := mem.reserve(ctx, req)
+					require.NoError(t, err, msg)
+					dr, err := red.reserve(ctx, req)
+					require.NoError(t, err, msg)
+					require.Equal(t, dm, dr, msg)
+					if dm.granted {
+						require.LessOrEqual(t, dm.wait+int64(req.one.N)*T, c*T, msg+" the bucket holds more than Capacity")
+						grants = append(grants, &grant{req: req, d: dm, id: fmt.Sprint(step)})
+					} else {
+						require.Positive(t, dm.wait, msg+" RetryAfter")
+					}
+				default:
+					if len(grants) == 0 {
+						continue
+					}
+					g := grants[rng.IntN(len(grants))]
+					if g.d.wait == 0 {
+						continue
+					}
+					okm, err := mem.refund(ctx, g.req, g.d, g.id)
+					require.NoError(t, err, msg)
+					okr, err := red.refund(ctx, g.req, g.d, g.id)
+					require.NoError(t, err, msg)
+					require.Equal(t, okm, okr, msg+" refunded")
+					if okm {
+						g.gone = true
+					}
+				}
+			}
+			var stand []*grant
+			for _, g := range grants {
+				if !g.gone {
+					stand = append(stand, g)
+				}
+			}
+			require.NotEmpty(t, stand)
+			sort.Slice(stand, func(i, j int) bool { return stand[i].d.slot() < stand[j].d.slot() })
+			for i := 1; i < len(stand); i++ {
+				prev := stand[i-1]
+				require.GreaterOrEqual(t, stand[i].d.slot(), prev.d.slot()+int64(prev.req.one.N)*T, "turn %d starts before turn %d has gone through", i, i-1)
+			}
+		})
+	}
+}

@@ -1,0 +1,247 @@
+package throttle
+
+import (
+	_ "embed"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// SlidingLog grants at most Max tokens in any span of time of length Window,
+// exactly. Each key keeps a log of its grants' times, one entry per token; a
+// request that would overfill the window is booked at the earliest time at
+// which enough of the oldest grants have left it.
+//
+// Windows are half-open: a token granted at g counts in the window ending at x
+// when x−Window < g ≤ x, so a grant exactly Window old no longer counts. For
+// every x, at most Max tokens are granted with times in (x−Window, x].
+//
+// A request for n is granted at the earliest t, no earlier than now and no
+// earlier than any grant or booking before it (callers line up in arrival
+// order), at which the window ending at t holds at most Max−n grants. A wait
+// is the time until t; Acquire sleeps exactly that long, and a refused call's
+// RetryAfter is that long too. Reservation.Cancel takes the reservation's
+// entries out of the log, so later callers may have its place (the next one
+// exactly its place, if it was the last booking); grants older than the log's
+// newest Max entries, which it no longer holds, still count after a cancel.
+//
+// Max must be from 1 to 10000: a key holds at most Max entries, about 11
+// bytes each in Redis (a list, 107 KB at Max 10000, that expires Window after
+// its last entry). Window must be a whole number of microseconds from 1 ms to
+// about three years. The zero SlidingLog is invalid. A changed Max or Window
+// applies on the key's next call, to the entries the log holds: its newest
+// (old) Max. For constant memory per key, see SlidingWindow.
+type SlidingLog struct {
+	Max    int           // tokens granted in any span of Window, at most
+	Window time.Duration // the span
+}
+
+// maxLogMax bounds SlidingLog.Max: a key's memory is O(Max), and a script
+// call touches up to Max entries.
+const maxLogMax = 10000
+
+// window is Window in microseconds.
+func (l SlidingLog) window() int64 { return int64(l.Window / time.Microsecond) }
+
+// Validate reports why l cannot be used, or nil.
+func (l SlidingLog) Validate() error {
+	switch {
+	case l.Max < 1:
+		return invalidf("max %d must be at least 1", l.Max)
+	case l.Max > maxLogMax:
+		return invalidf("max %d is larger than %d", l.Max, maxLogMax)
+	case l.Window < time.Millisecond:
+		return invalidf("window %v must be at least %v", l.Window, time.Millisecond)
+	case l.Window%time.Microsecond != 0:
+		return invalidf("window %v must be a whole number of microseconds", l.Window)
+	case l.window() > maxSpan:
+		return invalidf("window %v is longer than %v", l.Window, micros(maxSpan))
+	}
+	return nil
+}
+
+func (l SlidingLog) check(n int) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	if n < 1 {
+		return invalidf("n %d must be at least 1", n)
+	}
+	if n > l.Max {
+		return &InvalidError{Reason: fmt.Sprintf("n %d is larger than max %d: it could never be granted", n, l.Max), tooLarge: true}
+	}
+	return nil
+}
+
+// Quota is Max tokens per Window.
+func (l SlidingLog) Quota() (int, time.Duration) { return l.Max, l.Window }
+
+func (l SlidingLog) String() string { return fmt.Sprintf("%d per %v sliding log", l.Max, l.Window) }
+
+func (SlidingLog) isPolicy() {}
+
+func (SlidingLog) kind() string { return "sl" }
+
+func (l SlidingLog) args() []any { return []any{l.Max, l.window()} }
+
+func (SlidingLog) scripts() (reserve, refund *redis.Script) {
+	return slidingLogReserveScript, slidingLogRefundScript
+}
+
+// share is Max/hosts, at least 1, in the same Window.
+func (l SlidingLog) share(hosts int) algo {
+	l.Max = max(1, l.Max/hosts)
+	return l
+}
+
+var (
+	//go:embed lua/slidinglog_reserve.lua
+	slidingLogReserveLua string
+	//go:embed lua/slidinglog_refund.lua
+	slidingLogRefundLua string
+
+	slidingLogReserveScript = redis.NewScript(slidingLogReserveLua)
+	slidingLogRefundScript  = redis.NewScript(slidingLogRefundLua)
+)
+
+// slidingLogState is one key's log in a MemoryStore, as the Redis list holds
+// it: grant times in µs, oldest first, non-decreasing.
+//
+// The log keeps only its newest Max entries. That loses nothing: every entry
+// dropped by a grant at t is at or before the entry the grant waited for
+// (e_{k−Max+n} ≤ t−Window, see earliest), and every later grant is at or after
+// t, so the dropped entries are outside every window that can still matter. A
+// refund may take entries off the end and so move the log's end back before
+// t; it then puts copies of a stand-in value at the front (see refundMem), so
+// that what was dropped still counts.
+type slidingLogState struct {
+	log   []int64
+	until int64 // when the last entry leaves the window: idle from then on
+}
+
+func (s *slidingLogState) idleAt(now int64) bool { return s.until <= now }
+
+// earliest is the time a request for n at now is granted on log: no earlier
+// than now or the last entry, and, if the log holds k ≥ Max−n+1 entries, no
+// earlier than e_{k−Max+n}+Window, when all but the newest Max−n of them have
+// left the window. The log is sorted, so counting the entries in (t−Window, t]
+// comes down to where e_{k−Max+n} lies. Entries at or after t cannot exist:
+// every booking is at or after the last entry.
+func (l SlidingLog) earliest(log []int64, now int64, n int) int64 {
+	t := now
+	if k := len(log); k > 0 {
+		t = max(t, log[k-1])
+		if i := k - l.Max + n; i >= 1 {
+			t = max(t, log[i-1]+l.window())
+		}
+	}
+	return t
+}
+
+// status is what a request at now could have at once, and the µs until the
+// log's last entry leaves the window. Nothing can be had at once while a
+// booking lies ahead (callers line up); otherwise Max less the entries in
+// (now−Window, now], the largest n that earliest would grant at now.
+func (l SlidingLog) status(log []int64, now int64) (remaining int, reset int64) {
+	k := len(log)
+	if k == 0 {
+		return l.Max, 0
+	}
+	last := log[k-1]
+	reset = max(0, last+l.window()-now)
+	if last > now {
+		return 0, reset
+	}
+	edge := now - l.window()
+	in := k - sort.Search(k, func(i int) bool { return log[i] > edge })
+	return max(0, l.Max-in), reset
+}
+
+// reserveMem is slidinglog_reserve.lua on a MemoryStore's state.
+func (l SlidingLog) reserveMem(st *memState, now int64, n int, maxWait int64) decision {
+	s, _ := (*st).(*slidingLogState)
+	if s != nil && s.idleAt(now) {
+		s = nil // the Redis key would have expired: every entry is out of every window to come
+	}
+	var log []int64
+	if s != nil {
+		log = s.log
+	}
+	t := l.earliest(log, now, n)
+	d := decision{wait: t - now}
+	if maxWait < 0 || d.wait <= maxWait {
+		d.granted, d.tat = true, t
+		if s == nil {
+			s = &slidingLogState{}
+		}
+		for range n {
+			s.log = append(s.log, t)
+		}
+		if drop := len(s.log) - l.Max; drop > 0 {
+			s.log = s.log[drop:]
+		}
+		s.until = t + l.window()
+		log = s.log
+	}
+	if s == nil {
+		*st = nil
+	} else {
+		*st = s
+	}
+	d.remaining, d.reset = l.status(log, now)
+	return d
+}
+
+// refundMem is slidinglog_refund.lua on a MemoryStore's state: it takes up to
+// n entries equal to the reservation's time t off the log, the last ones, and
+// puts as many stand-ins at the front.
+//
+// Taking grants out can only loosen the limit, but the log dropped its old
+// entries on the ground that its end never moves back (see slidingLogState),
+// and a refund moves it back. With Max 2: grants at 0 and 0, then a booking at
+// Window drops one 0; taking the booking out would leave [0], and a grant at
+// once would put three grants in one window. So each entry taken out is
+// replaced by a stand-in at or after every entry the log dropped, so that it
+// counts for at least as long: the log's first entry (everything dropped is
+// at or before it), or t−Window if that is earlier and no entry comes after
+// t. (Then every grant that stands is at or before t; those after t−Window
+// share the window ending at t, so there are at most Max−n of them, and the
+// log still holds at least that many entries after t−Window.) Each entry only
+// moves earlier, so the log is never stricter than before; the next caller
+// asking as much as the last booking cancelled gets its slot or an earlier one.
+func (l SlidingLog) refundMem(st *memState, now int64, n int, d decision) {
+	s, _ := (*st).(*slidingLogState)
+	if s == nil || len(s.log) == 0 {
+		return
+	}
+	t, log := d.tat, s.log
+	end := len(log) // the run of entries equal to t ends here
+	for end > 0 && log[end-1] > t {
+		end--
+	}
+	start := end
+	for start > 0 && log[start-1] == t && end-start < n {
+		start--
+	}
+	m := end - start
+	if m == 0 {
+		return
+	}
+	pad := log[0]
+	if end == len(log) {
+		pad = min(pad, t-l.window())
+	}
+	out := make([]int64, 0, len(log))
+	for range m {
+		out = append(out, pad)
+	}
+	out = append(out, log[:start]...)
+	out = append(out, log[end:]...)
+	s.log = out
+	s.until = out[len(out)-1] + l.window()
+	if s.idleAt(now) {
+		*st = nil
+	}
+}

@@ -1,0 +1,324 @@
+package throttle
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+var (
+	log3 = SlidingLog{Max: 3, Window: time.Second}
+	log2 = SlidingLog{Max: 2, Window: time.Second}
+)
+
+func init() {
+	conformance = append(conformance,
+		confCase{"sliding log: at most Max in any window, an entry Window old no longer counts", []step{
+			{at: 0, op: opTry, pol: log3, key: "k", n: 1, granted: true, remaining: 2, reset: 1000000},
+			{at: 100000, op: opTry, pol: log3, key: "k", n: 2, granted: true, remaining: 0, reset: 1000000},
+			{at: 200000, op: opTry, pol: log3, key: "k", n: 1, granted: false, wait: 800000, remaining: 0, reset: 900000},
+			{at: 999999, op: opTry, pol: log3, key: "k", n: 1, granted: false, wait: 1, remaining: 0, reset: 100001},
+			{at: 1000000, op: opTry, pol: log3, key: "k", n: 1, granted: true, remaining: 0, reset: 1000000},
+			{at: 1000000, op: opTry, pol: log3, key: "k", n: 1, granted: false, wait: 100000, remaining: 0, reset: 1000000},
+			{at: 1100000, op: opTry, pol: log3, key: "k", n: 2, granted: true, remaining: 0, reset: 1000000},
+			{at: 2100000, op: opTry, pol: log3, key: "k", n: 3, granted: true, remaining: 0, reset: 1000000},
+			{at: 5000000, op: opTry, pol: log3, key: "k", n: 1, granted: true, remaining: 2, reset: 1000000},
+		}},
+		confCase{"sliding log: bookings line up in arrival order, within maxWait", []step{
+			{at: 0, op: opTake, pol: log2, key: "k", n: 2, granted: true, remaining: 0, reset: 1000000},
+			{at: 0, op: opTake, pol: log2, key: "k", n: 1, granted: true, wait: 1000000, remaining: 0, reset: 2000000},
+			// Both fit in (0, 1 s]: the grants at 0 have left that window.
+			{at: 0, op: opTake, pol: log2, key: "k", n: 1, granted: true, wait: 1000000, remaining: 0, reset: 2000000},
+			{at: 0, op: opTake, pol: log2, key: "k", n: 1, granted: true, wait: 2000000, remaining: 0, reset: 3000000},
+			{at: 0, op: opTry, maxWait: 2500000, pol: log2, key: "k", n: 2, granted: false, wait: 3000000, remaining: 0, reset: 3000000},
+			{at: 0, op: opTry, maxWait: 2000000, pol: log2, key: "k", n: 1, granted: true, wait: 2000000, remaining: 0, reset: 3000000},
+			{at: 2000000, op: opTry, pol: log2, key: "k", n: 1, granted: false, wait: 1000000, remaining: 0, reset: 1000000},
+		}},
+		confCase{"sliding log: cancelling the last booking gives its slot back, and dropped grants still count", []step{
+			{at: 0, op: opTake, pol: log2, key: "k", n: 2, granted: true, remaining: 0, reset: 1000000},
+			// The log keeps two entries: the grants at 0 are dropped for the booking at 1 s.
+			{at: 1000, op: opTake, pol: log2, key: "k", n: 2, granted: true, wait: 999000, remaining: 0, reset: 1999000},
+			{at: 2000, op: opCancel, ref: 1, refunded: true},
+			// They still count: nothing at once.
+			{at: 3000, op: opTry, pol: log2, key: "k", n: 1, granted: false, wait: 997000, remaining: 0, reset: 997000},
+			{at: 3000, op: opTake, pol: log2, key: "k", n: 2, granted: true, wait: 997000, remaining: 0, reset: 1997000},
+			{at: 4000, op: opCancel, ref: 1, refunded: false},
+		}},
+		confCase{"sliding log: a cancel under a later booking frees nothing", []step{
+			{at: 0, op: opTake, pol: log2, key: "k", n: 2, granted: true, remaining: 0, reset: 1000000},
+			{at: 0, op: opTake, pol: log2, key: "k", n: 1, granted: true, wait: 1000000, remaining: 0, reset: 2000000},
+			{at: 0, op: opTake, pol: log2, key: "k", n: 1, granted: true, wait: 1000000, remaining: 0, reset: 2000000},
+			{at: 0, op: opTake, pol: log2, key: "k", n: 1, granted: true, wait: 2000000, remaining: 0, reset: 3000000},
+			{at: 1000, op: opCancel, ref: 2, refunded: true},
+			{at: 1000, op: opTake, pol: log2, key: "k", n: 1, granted: true, wait: 1999000, remaining: 0, reset: 2999000},
+			// The last one, though, goes back.
+			{at: 2000, op: opCancel, ref: 5, refunded: true},
+			{at: 2000, op: opTake, pol: log2, key: "k", n: 1, granted: true, wait: 1998000, remaining: 0, reset: 2998000},
+			{at: 2000000, op: opCancel, ref: 7, refunded: false},
+		}},
+	)
+}
+
+func TestSlidingLogInvalidBeforeIO(t *testing.T) {
+	ok := SlidingLog{Max: 5, Window: time.Second}
+	cases := []struct {
+		name string
+		pol  SlidingLog
+		n    int
+		is   error
+	}{
+		{"zero value", SlidingLog{}, 1, ErrInvalid},
+		{"zero max", SlidingLog{Window: time.Second}, 1, ErrInvalid},
+		{"negative max", SlidingLog{Max: -1, Window: time.Second}, 1, ErrInvalid},
+		{"max beyond the log's bound", SlidingLog{Max: maxLogMax + 1, Window: time.Second}, 1, ErrInvalid},
+		{"zero window", SlidingLog{Max: 1}, 1, ErrInvalid},
+		{"negative window", SlidingLog{Max: 1, Window: -time.Second}, 1, ErrInvalid},
+		{"window under a millisecond", SlidingLog{Max: 1, Window: 999 * time.Microsecond}, 1, ErrInvalid},
+		{"window not whole microseconds", SlidingLog{Max: 1, Window: time.Second + 1}, 1, ErrInvalid},
+		{"window beyond the state's span", SlidingLog{Max: 1, Window: 4 * 365 * 24 * time.Hour}, 1, ErrInvalid},
+		{"zero n", ok, 0, ErrInvalid},
+		{"negative n", ok, -1, ErrInvalid},
+		{"n above max", ok, 6, ErrTooLarge},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			store := &countingStore{Store: NewMemoryStore()}
+			lim := NewLimiter(store)
+			ctx := context.Background()
+
+			err := lim.Acquire(ctx, "k", c.pol, c.n)
+			assert.ErrorIs(t, err, c.is, "Acquire")
+			_, err = lim.TryAcquire(ctx, "k", c.pol, c.n)
+			assert.ErrorIs(t, err, c.is, "TryAcquire")
+			_, err = lim.Reserve(ctx, "k", c.pol, c.n, time.Second)
+			assert.ErrorIs(t, err, c.is, "Reserve")
+			assert.Equal(t, int64(0), store.calls.Load(), "store calls")
+		})
+	}
+	assert.NoError(t, ok.Validate())
+	assert.NoError(t, SlidingLog{Max: maxLogMax, Window: time.Millisecond}.Validate())
+	assert.ErrorIs(t, ok.check(6), ErrTooLarge)
+	assert.NotErrorIs(t, ok.check(0), ErrTooLarge)
+}
+
+func TestSlidingLogQuotaAndShare(t *testing.T) {
+	l := SlidingLog{Max: 10, Window: time.Minute}
+	m, w := l.Quota()
+	assert.Equal(t, 10, m)
+	assert.Equal(t, time.Minute, w)
+	assert.Equal(t, "10 per 1m0s sliding log", l.String())
+	assert.Equal(t, SlidingLog{Max: 3, Window: time.Minute}, l.share(3))
+	assert.Equal(t, SlidingLog{Max: 1, Window: time.Minute}, l.share(20))
+}
+
+// Every write leaves a TTL on the log, the log never holds more than Max
+// entries, and it vanishes once its last entry has left the window.
+func TestSlidingLogRedisKey(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	store := NewRedisStore(rdb)
+	t.Cleanup(func() { store.Close() })
+	prefix := redistest.Prefix(t)
+	lim := NewLimiter(store, WithKeyPrefix(prefix))
+	ctx := context.Background()
+	pol := SlidingLog{Max: 4, Window: 200 * time.Millisecond}
+	key := algoKey(prefix, "k", pol)
+
+	written := func(msg string) {
+		t.Helper()
+		ttl, err := rdb.PTTL(ctx, key).Result()
+		require.NoError(t, err, msg)
+		assert.Greater(t, ttl, time.Duration(0), msg+": PTTL")
+		assert.LessOrEqual(t, ttl, 3*pol.Window, msg+": PTTL")
+		n, err := rdb.LLen(ctx, key).Result()
+		require.NoError(t, err, msg)
+		assert.LessOrEqual(t, n, int64(pol.Max), msg+": LLEN")
+	}
+	res, err := lim.TryAcquire(ctx, "k", pol, 3)
+	require.NoError(t, err)
+	require.True(t, res.Allowed)
+	written("grant")
+	var rs []*Reservation
+	for i := range 4 {
+		r, err := lim.Reserve(ctx, "k", pol, 1+i%2, time.Second)
+		require.NoError(t, err)
+		rs = append(rs, r)
+		written(fmt.Sprintf("booking %d", i))
+	}
+	require.NoError(t, rs[3].Cancel(ctx))
+	written("refund")
+
+	// The last entry is due within 2 windows; then it leaves the window, and the key goes.
+	time.Sleep(3*pol.Window + 50*time.Millisecond)
+	n, err := rdb.Exists(ctx, key).Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), n, "the log outlived its window")
+}
+
+// The acceptance load: 32 goroutines in Acquire on one sliding log, on a real
+// redis-server. No span of Window ever holds more than Max grants; nearly all
+// that the log allows is used; about one round trip per grant.
+func TestPolicyLoadSlidingLog(t *testing.T) {
+	pol := SlidingLog{Max: 50, Window: 500 * time.Millisecond}
+	load := runPolicyLoad(t, pol, 2500*time.Millisecond)
+	w := pol.window()
+	worst := maxInSpan(load.slots, w)
+	last := load.slots[len(load.slots)-1]
+	// Half-open spans [start + i·Window, start + (i+1)·Window) each hold at most Max.
+	allowed := pol.Max * int((last-load.start)/w+1)
+	used := float64(len(load.slots)) / float64(allowed)
+	t.Logf("%v: %d grants; at most %d in any span of %v; %.2f%% of the %d it allows; %.3f round trips per grant",
+		pol, len(load.slots), worst, pol.Window, 100*used, allowed, load.roundTripsPerGrant())
+	require.LessOrEqual(t, worst, pol.Max)
+	require.GreaterOrEqual(t, used, 0.95)
+	require.Less(t, load.roundTripsPerGrant(), 1.2)
+}
+
+func ExampleSlidingLog() {
+	// A MemoryStore for the example; a fleet shares NewRedisStore(rdb).
+	lim := NewLimiter(NewMemoryStore())
+	// At most 2 reports in any minute, not 2 per calendar minute.
+	pol := SlidingLog{Max: 2, Window: time.Minute}
+	ctx := context.Background()
+
+	for range 3 {
+		res, _ := lim.TryAcquire(ctx, "report", pol, 1)
+		fmt.Println(res.Allowed, res.Remaining, res.RetryAfter.Round(time.Second))
+	}
+	// Output:
+	// true 1 0s
+	// true 0 0s
+	// false 0 1m0s
+}
+
+// Random takes, cancels and pauses, on a MemoryStore and a real redis-server
+// in lockstep: both give the same answers at every step, the log never holds
+// more than Max entries, and the grants that stand (granted and not
+// cancelled) never put more than Max in any window — refunds after the log
+// has dropped old entries included.
+func TestSlidingLogRandomAgreesAndHolds(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	// Windows of a second or more: the keys' TTLs run in real time, while the
+	// test's clock is fake, and a key must not expire between two steps.
+	pols := []SlidingLog{{Max: 1, Window: time.Second}, {Max: 2, Window: time.Second}, {Max: 5, Window: 3 * time.Second}, {Max: 7, Window: 1234567 * time.Microsecond}}
+	for seed := uint64(1); seed <= 24; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 11))
+			pol := pols[int(seed)%len(pols)]
+			w := pol.window()
+			clock := newFakeClock()
+			mem := NewMemoryStore(WithClock(clock))
+			red := NewRedisStore(rdb, WithClock(clock))
+			prefix := redistest.Prefix(t)
+			type grant struct {
+				req  request
+				d    decision
+				id   string
+				gone bool
+			}
+			var grants []*grant
+			now := int64(0)
+			ctx := context.Background()
+			for step := range 250 {
+				msg := fmt.Sprintf("seed %d step %d", seed, step)
+				clock.at(now)
+				switch k := rng.IntN(10); {
+				case k < 3:
+					now += rng.Int64N(w / 2)
+				case k < 8:
+					req := request{prefix: prefix, one: Bucket{Key: "k", N: 1 + rng.IntN(pol.Max)}, pol: pol, maxWait: -1}
+					if rng.IntN(3) == 0 {
+						req.maxWait = rng.Int64N(2 * w)
+					}
+					dm, err := mem.reserve(ctx, req)
+					require.NoError(t, err, msg)
+					dr, err := red.reserve(ctx, req)
+					require.NoError(t, err, msg)
+					require.Equal(t, dm, dr, msg)
+					if dm.granted {
+						grants = append(grants, &grant{req: req, d: dm, id: fmt.Sprint(step)})
+					}
+				default:
+					if len(grants) == 0 {
+						continue
+					}
+					g := grants[rng.IntN(len(grants))]
+					if g.d.wait == 0 { // as Reservation.Cancel: nothing to give back
+						continue
+					}
+					okm, err := mem.refund(ctx, g.req, g.d, g.id)
+					require.NoError(t, err, msg)
+					okr, err := red.refund(ctx, g.req, g.d, g.id)
+					require.NoError(t, err, msg)
+					require.Equal(t, okm, okr, msg+" refunded")
+					if okm {
+						g.gone = true
+					}
+				}
+				n, err := rdb.LLen(ctx, algoKey(prefix, "k", pol)).Result()
+				require.NoError(t, err, msg)
+				require.LessOrEqual(t, n, int64(pol.Max), msg+" LLEN")
+			}
+			var times []int64
+			for _, g := range grants {
+				for range g.req.one.N {
+					if !g.gone {
+						times = append(times, g.d.slot())
+					}
+				}
+			}
+			sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+			require.NotEmpty(t, times)
+			assert.LessOrEqual(t, maxInSpan(times, w), pol.Max, "grants in one window")
+		})
+	}
+}
+
+// The largest log: n up to 10000 entries in one call goes in chunks (Lua's
+// unpack has a limit), on Redis and on miniredis as in memory.
+func TestSlidingLogLargestMax(t *testing.T) {
+	mr := miniredis.RunT(t)
+	mini := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { mini.Close() })
+	pol := SlidingLog{Max: maxLogMax, Window: time.Second}
+	stores := map[string]func(Clock) Store{
+		"memory":    func(c Clock) Store { return NewMemoryStore(WithClock(c)) },
+		"redis":     func(c Clock) Store { return NewRedisStore(redistest.Shared(t).Client(t), WithClock(c)) },
+		"miniredis": func(c Clock) Store { return NewRedisStore(mini, WithClock(c)) },
+	}
+	for name, newStore := range stores {
+		t.Run(name, func(t *testing.T) {
+			clock := newFakeClock()
+			store := newStore(clock)
+			ctx := context.Background()
+			prefix := redistest.Prefix(t)
+			req := func(n int) request {
+				return request{prefix: prefix, one: Bucket{Key: "k", N: n}, pol: pol, maxWait: -1}
+			}
+			d, err := store.reserve(ctx, req(maxLogMax))
+			require.NoError(t, err)
+			assert.Equal(t, decision{granted: true, remaining: 0, reset: 1000000, now: base.UnixMicro(), tat: base.UnixMicro()}, d)
+			clock.at(1000)
+			booked, err := store.reserve(ctx, req(2500))
+			require.NoError(t, err)
+			assert.Equal(t, int64(999000), booked.wait)
+			clock.at(2000)
+			ok, err := store.refund(ctx, req(2500), booked, "x")
+			require.NoError(t, err)
+			assert.True(t, ok)
+			d, err = store.reserve(ctx, req(2500))
+			require.NoError(t, err)
+			assert.Equal(t, int64(998000), d.wait, "the cancelled booking's slot")
+			assert.Equal(t, int64(1998000), d.reset)
+		})
+	}
+}
