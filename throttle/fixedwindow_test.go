@@ -1,0 +1,436 @@
+package throttle
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+var (
+	threePerSec = FixedWindow{Max: 3, Window: time.Second}
+	fivePerSec  = FixedWindow{Max: 5, Window: time.Second}
+	// base is 4 s into a 7 s window: windows of 7 s start at base−4 s, base+3 s, ...
+	threePer7s = FixedWindow{Max: 3, Window: 7 * time.Second}
+)
+
+// fw is a one-key step under a FixedWindow.
+func fw(at int64, o op, p FixedWindow, n int) step {
+	return step{at: at, op: o, pol: p, key: "k", n: n}
+}
+
+func init() {
+	// base is a whole second: with Window = 1 s, step times are offsets into window 0.
+	conformance = append(conformance,
+		confCase{"fixed window: Max per window, then the next window", []step{
+			wantReply(fw(0, opTry, threePerSec, 1), true, 0, 2, 1000000),
+			wantReply(fw(100000, opTry, threePerSec, 2), true, 0, 0, 900000),
+			wantReply(fw(200000, opTry, threePerSec, 1), false, 800000, 0, 800000),
+			wantReply(fw(999999, opTry, threePerSec, 1), false, 1, 0, 1),
+			wantReply(fw(1000000, opTry, threePerSec, 3), true, 0, 0, 1000000),
+			wantReply(fw(1500000, opTry, threePerSec, 1), false, 500000, 0, 500000),
+		}},
+		confCase{"fixed window: windows are aligned on the clock, not on the first call", []step{
+			wantReply(fw(0, opTry, threePer7s, 3), true, 0, 0, 3000000),
+			wantReply(fw(0, opTry, threePer7s, 1), false, 3000000, 0, 3000000),
+			wantReply(fw(3000000, opTry, threePer7s, 1), true, 0, 2, 7000000),
+		}},
+		confCase{"fixed window: reservations book later windows in arrival order", []step{
+			wantReply(fw(200000, opTake, threePerSec, 3), true, 0, 0, 800000),
+			wantReply(fw(200000, opTake, threePerSec, 2), true, 800000, 0, 1800000),
+			// Window 1 has room for 1, not 2: window 2.
+			wantReply(fw(200000, opTake, threePerSec, 2), true, 1800000, 0, 2800000),
+			// A later request never goes back to window 1's leftover.
+			wantReply(fw(200000, opTake, threePerSec, 1), true, 1800000, 0, 2800000),
+			// maxWait bounds the booking: window 3 is 2.8 s away.
+			withMaxWait(wantReply(fw(200000, opTry, threePerSec, 1), false, 2800000, 0, 2800000), 2799999),
+			withMaxWait(wantReply(fw(200000, opTry, threePerSec, 1), true, 2800000, 0, 3800000), 2800000),
+		}},
+		confCase{"fixed window: cancel gives back a booking in the latest window", []step{
+			wantReply(fw(0, opTake, threePerSec, 3), true, 0, 0, 1000000),
+			wantReply(fw(0, opTake, threePerSec, 2), true, 1000000, 0, 2000000),
+			{at: 100000, op: opCancel, ref: 1, refunded: true},
+			// Window 1 is empty again: the whole quota is back when it starts.
+			wantReply(fw(100000, opTry, threePerSec, 1), false, 900000, 0, 900000),
+			wantReply(fw(100000, opTake, threePerSec, 3), true, 900000, 0, 1900000),
+		}},
+		confCase{"fixed window: cancel gives nothing back once a later window has bookings", []step{
+			wantReply(fw(0, opTake, threePerSec, 3), true, 0, 0, 1000000),
+			wantReply(fw(0, opTake, threePerSec, 2), true, 1000000, 0, 2000000),
+			wantReply(fw(0, opTake, threePerSec, 2), true, 2000000, 0, 3000000),
+			{at: 100000, op: opCancel, ref: 1, refunded: true},
+			wantReply(fw(100000, opTake, threePerSec, 1), true, 1900000, 0, 2900000),
+			wantReply(fw(100000, opTake, threePerSec, 1), true, 2900000, 0, 3900000),
+		}},
+		confCase{"fixed window: a refund is applied at most once", []step{
+			wantReply(fw(0, opTake, threePerSec, 3), true, 0, 0, 1000000),
+			wantReply(fw(0, opTake, threePerSec, 2), true, 1000000, 0, 2000000),
+			wantReply(fw(0, opTake, threePerSec, 1), true, 1000000, 0, 2000000),
+			{at: 1000, op: opCancel, ref: 1, refunded: true},
+			{at: 2000, op: opCancel, ref: 1, refunded: false},
+			wantReply(fw(2000, opTake, threePerSec, 2), true, 998000, 0, 1998000),
+			wantReply(fw(2000, opTake, threePerSec, 1), true, 1998000, 0, 2998000),
+		}},
+		confCase{"fixed window: cancel after the slot gives nothing back", []step{
+			wantReply(fw(0, opTake, threePerSec, 3), true, 0, 0, 1000000),
+			wantReply(fw(0, opTake, threePerSec, 1), true, 1000000, 0, 2000000),
+			{at: 1000000, op: opCancel, ref: 1, refunded: false},
+			wantReply(fw(1000000, opTry, threePerSec, 3), false, 1000000, 2, 1000000),
+		}},
+		confCase{"fixed window: a changed Max applies on the next call", []step{
+			wantReply(fw(0, opTry, threePerSec, 3), true, 0, 0, 1000000),
+			wantReply(fw(0, opTry, fivePerSec, 2), true, 0, 0, 1000000),
+			wantReply(fw(0, opTry, threePerSec, 1), false, 1000000, 0, 1000000),
+		}},
+		confCase{"fixed window: an idle key is forgotten", []step{
+			wantReply(fw(0, opTake, threePerSec, 3), true, 0, 0, 1000000),
+			wantReply(fw(0, opTake, threePerSec, 3), true, 1000000, 0, 2000000),
+			wantReply(fw(10*365*24*3600*1000000+250000, opTry, threePerSec, 3), true, 0, 0, 750000),
+		}},
+	)
+}
+
+// wantReply sets a step's expected reply.
+func wantReply(s step, granted bool, wait int64, remaining int, reset int64) step {
+	s.granted, s.wait, s.remaining, s.reset = granted, wait, remaining, reset
+	return s
+}
+
+// withMaxWait sets an opTry step's maxWait.
+func withMaxWait(s step, maxWait int64) step {
+	s.maxWait = maxWait
+	return s
+}
+
+// windowGrant is a grant of a random run: its request and decision, and
+// whether a refund of it was applied.
+type windowGrant struct {
+	req  request
+	d    decision
+	id   string
+	gone bool
+}
+
+// runRandom drives random takes, tries, cancels (if cancels) and pauses under
+// p on a MemoryStore, a real redis-server and miniredis in lockstep, requires
+// the same answers from all three at every step, and returns the grants. unit
+// is the policy's slot (or window) in µs: pauses are drawn around it.
+//
+// The clock is fake, but a real Redis expires keys in real time, by TTLs
+// computed from the fake clock: its keys are made persistent with each script
+// call (see persisting), so the scripts must answer from a stale state what
+// the MemoryStore, which forgets an idle state, answers from none. (miniredis
+// expires nothing until told to; the TTL tests check expiry.)
+func runRandom(t *testing.T, p algo, seed uint64, unit int64, cancels bool) []*windowGrant {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 5))
+	mr := miniredis.RunT(t)
+	mini := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { mini.Close() })
+	clock := newFakeClock()
+	stores := []Store{
+		NewMemoryStore(WithClock(clock)),
+		NewRedisStore(persisting{redistest.Shared(t).Client(t)}, WithClock(clock)),
+		NewRedisStore(mini, WithClock(clock)),
+	}
+	names := []string{"memory", "redis", "miniredis"}
+	limit, _ := p.Quota()
+	prefix := redistest.Prefix(t)
+	ctx := context.Background()
+	var grants []*windowGrant
+	now := int64(0)
+	for step := range 300 {
+		msg := fmt.Sprintf("seed %d step %d", seed, step)
+		clock.at(now)
+		switch k := rng.IntN(12); {
+		case k < 2:
+			now += rng.Int64N(unit)
+		case k < 3:
+			now += rng.Int64N(3 * unit)
+		case k < 4:
+			now += 1 + rng.Int64N(3)
+		case k < 9 || !cancels:
+			req := request{prefix: prefix, one: Bucket{Key: "k", N: 1 + rng.IntN(limit)}, pol: p, maxWait: -1}
+			if rng.IntN(2) == 0 {
+				req.one.N = 1 // mostly single units, so that the key fills gradually
+			}
+			switch rng.IntN(3) {
+			case 0:
+				req.maxWait = 0
+			case 1:
+				req.maxWait = rng.Int64N(4 * unit)
+			}
+			var first decision
+			for i, st := range stores {
+				d, err := st.reserve(ctx, req)
+				require.NoError(t, err, msg)
+				if i == 0 {
+					first = d
+				} else {
+					require.Equal(t, first, d, "%s: %s agrees with memory", msg, names[i])
+				}
+			}
+			if first.granted {
+				grants = append(grants, &windowGrant{req: req, d: first, id: fmt.Sprint(step)})
+			}
+		default:
+			if len(grants) == 0 {
+				continue
+			}
+			g := grants[rng.IntN(len(grants))]
+			if g.d.wait == 0 { // as Reservation.Cancel: nothing to give back
+				continue
+			}
+			var first bool
+			for i, st := range stores {
+				ok, err := st.refund(ctx, g.req, g.d, g.id)
+				require.NoError(t, err, msg)
+				if i == 0 {
+					first = ok
+				} else {
+					require.Equal(t, first, ok, "%s: %s refund agrees with memory", msg, names[i])
+				}
+			}
+			g.gone = g.gone || first
+		}
+	}
+	return grants
+}
+
+// persisting is a client whose script calls also drop the TTLs of the keys
+// they name, in the same MULTI/EXEC, so that no key expires in between.
+type persisting struct{ *redis.Client }
+
+func (c persisting) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	return c.persist(ctx, keys, func(p redis.Pipeliner) *redis.Cmd { return p.EvalSha(ctx, sha, keys, args...) })
+}
+
+func (c persisting) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return c.persist(ctx, keys, func(p redis.Pipeliner) *redis.Cmd { return p.Eval(ctx, script, keys, args...) })
+}
+
+func (c persisting) persist(ctx context.Context, keys []string, call func(redis.Pipeliner) *redis.Cmd) *redis.Cmd {
+	var cmd *redis.Cmd
+	_, _ = c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		cmd = call(p)
+		for _, k := range keys {
+			p.Persist(ctx, k)
+		}
+		return nil
+	})
+	return cmd // its own reply or error, NOSCRIPT included
+}
+
+// grantTimes are the times of the grants that stand, one per unit of n, sorted.
+func grantTimes(grants []*windowGrant) []int64 {
+	var times []int64
+	for _, g := range grants {
+		if g.gone {
+			continue
+		}
+		for range g.req.one.N {
+			times = append(times, g.d.slot())
+		}
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	return times
+}
+
+// Random calls agree on every store, and never put more than Max in a window.
+func TestFixedWindowRandom(t *testing.T) {
+	pols := []FixedWindow{{Max: 1, Window: time.Second}, {Max: 3, Window: time.Second}, {Max: 5, Window: 7 * time.Millisecond}, {Max: 8, Window: 1234567 * time.Microsecond}}
+	for seed := uint64(1); seed <= 16; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			p := pols[int(seed)%len(pols)]
+			times := grantTimes(runRandom(t, p, seed, p.window(), true))
+			require.NotEmpty(t, times)
+			perWindow := map[int64]int{}
+			for _, x := range times {
+				perWindow[x/p.window()]++
+			}
+			for w, c := range perWindow {
+				require.LessOrEqual(t, c, p.Max, "window %d", w)
+			}
+		})
+	}
+}
+
+// checkPolicyBeforeIO asserts that every call under p for n fails with want
+// before reaching the store.
+func checkPolicyBeforeIO(t *testing.T, p Policy, n int, want error) {
+	t.Helper()
+	store := &countingStore{Store: NewMemoryStore()}
+	lim := NewLimiter(store)
+	ctx := context.Background()
+	assert.ErrorIs(t, lim.Acquire(ctx, "k", p, n), want, "Acquire")
+	_, err := lim.TryAcquire(ctx, "k", p, n)
+	assert.ErrorIs(t, err, want, "TryAcquire")
+	_, err = lim.Reserve(ctx, "k", p, n, time.Second)
+	assert.ErrorIs(t, err, want, "Reserve")
+	assert.Equal(t, int64(0), store.calls.Load(), "store calls")
+}
+
+func TestFixedWindowInvalid(t *testing.T) {
+	ok := FixedWindow{Max: 5, Window: time.Second}
+	cases := []struct {
+		name string
+		p    FixedWindow
+		n    int
+		is   error
+	}{
+		{"zero", FixedWindow{}, 1, ErrInvalid},
+		{"zero max", FixedWindow{Window: time.Second}, 1, ErrInvalid},
+		{"negative max", FixedWindow{Max: -1, Window: time.Second}, 1, ErrInvalid},
+		{"huge max", FixedWindow{Max: maxBurst + 1, Window: time.Second}, 1, ErrInvalid},
+		{"zero window", FixedWindow{Max: 5}, 1, ErrInvalid},
+		{"negative window", FixedWindow{Max: 5, Window: -time.Second}, 1, ErrInvalid},
+		{"window under 1ms", FixedWindow{Max: 5, Window: 999 * time.Microsecond}, 1, ErrInvalid},
+		{"window not whole microseconds", FixedWindow{Max: 5, Window: time.Millisecond + time.Nanosecond}, 1, ErrInvalid},
+		{"window too long", FixedWindow{Max: 5, Window: micros(maxSpan) + time.Microsecond}, 1, ErrInvalid},
+		{"zero n", ok, 0, ErrInvalid},
+		{"negative n", ok, -1, ErrInvalid},
+		{"n larger than max", ok, 6, ErrTooLarge},
+		{"huge n", ok, math.MaxInt, ErrTooLarge},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.p != ok {
+				assert.ErrorIs(t, c.p.Validate(), ErrInvalid)
+			}
+			checkPolicyBeforeIO(t, c.p, c.n, c.is)
+		})
+	}
+	require.NoError(t, FixedWindow{Max: 1, Window: time.Millisecond}.Validate())
+	require.NoError(t, FixedWindow{Max: maxBurst, Window: micros(maxSpan)}.Validate())
+	tooLarge := checkN(6, 5)
+	assert.ErrorIs(t, tooLarge, ErrInvalid, "too large is invalid too")
+}
+
+func TestFixedWindowShare(t *testing.T) {
+	p := FixedWindow{Max: 10, Window: time.Minute}
+	assert.Equal(t, FixedWindow{Max: 3, Window: time.Minute}, p.share(3))
+	assert.Equal(t, FixedWindow{Max: 1, Window: time.Minute}, p.share(20))
+	m, w := p.Quota()
+	assert.Equal(t, 10, m)
+	assert.Equal(t, time.Minute, w)
+	assert.Equal(t, "10 per 1m0s window", p.String())
+}
+
+// keysWithTTL asserts that every key under prefix has a TTL, and returns them.
+func keysWithTTL(t *testing.T, rdb *redis.Client, prefix string) []string {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, prefix+"*").Result()
+	require.NoError(t, err)
+	for _, k := range keys {
+		ttl, err := rdb.PTTL(ctx, k).Result()
+		require.NoError(t, err)
+		assert.Positive(t, ttl, "PTTL of %s", k)
+	}
+	return keys
+}
+
+// A FixedWindow key lives until its cursor's window ends; the refund marker
+// has a TTL too; an idle key vanishes.
+func TestFixedWindowRedisTTL(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	prefix := redistest.Prefix(t)
+	lim := NewLimiter(NewRedisStore(rdb), WithKeyPrefix(prefix))
+	ctx := context.Background()
+	p := FixedWindow{Max: 2, Window: 100 * time.Millisecond}
+	key := algoKey(prefix, "k", p)
+
+	res, err := lim.TryAcquire(ctx, "k", p, 2)
+	require.NoError(t, err)
+	require.True(t, res.Allowed)
+	ttl, err := rdb.PTTL(ctx, key).Result()
+	require.NoError(t, err)
+	assert.Positive(t, ttl)
+	assert.LessOrEqual(t, ttl, p.Window)
+
+	r, err := lim.Reserve(ctx, "k", p, 1, time.Second) // the next window
+	require.NoError(t, err)
+	ttl, err = rdb.PTTL(ctx, key).Result()
+	require.NoError(t, err)
+	assert.InDelta(t, p.Window+r.Delay(), ttl, float64(10*time.Millisecond), "until the booked window ends")
+	assert.LessOrEqual(t, ttl, 2*p.Window)
+	require.NoError(t, r.Cancel(ctx))
+	assert.Len(t, keysWithTTL(t, rdb, prefix), 2, "state and refund marker")
+
+	time.Sleep(2*p.Window + 50*time.Millisecond)
+	n, err := rdb.Exists(ctx, key).Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), n, "the idle key is gone")
+}
+
+// sleepUntilPhase sleeps until the Redis server's clock is phase into a period
+// (as the stores align windows: on multiples of period since the Unix epoch).
+func sleepUntilPhase(t *testing.T, rdb *redis.Client, period, phase time.Duration) {
+	t.Helper()
+	p, ph := int64(period/time.Microsecond), int64(phase/time.Microsecond)
+	now := redisNow(t, rdb)
+	wait := (ph - now%p + p) % p
+	time.Sleep(micros(wait))
+}
+
+// Acceptance: 32 goroutines in Acquire on one FixedWindow key. Every aligned
+// window holds at most Max; the windows the load spans are used; about one
+// round trip per grant.
+func TestPolicyLoadFixedWindow(t *testing.T) {
+	p := FixedWindow{Max: 50, Window: 500 * time.Millisecond}
+	// Start 100 ms into a window and run 5 windows: the load ends 100 ms into
+	// its last window, long after the bookings for that window's start have
+	// been granted, so no window is cut short by the end of the run.
+	sleepUntilPhase(t, redistest.Shared(t).Client(t), p.Window, 100*time.Millisecond)
+	load := runPolicyLoad(t, p, 2500*time.Millisecond)
+
+	W := p.window()
+	perWindow := map[int64]int{}
+	for _, s := range load.slots {
+		perWindow[s/W]++
+	}
+	for w, c := range perWindow {
+		require.LessOrEqual(t, c, p.Max, "window %d", w)
+	}
+	first, last := load.slots[0]/W, load.slots[len(load.slots)-1]/W
+	// The first window is entered part-way, but all its Max can be had at once.
+	allowed := p.Max * int(last-first+1)
+	used := float64(len(load.slots)) / float64(allowed)
+	worst := maxInSpan(load.slots, W)
+	t.Logf("fixed window %v: %d grants over %d windows, %.2f%% of what it allows, %.3f round trips per grant, at most %d in any span of a window (2·Max at the edges: %d)",
+		p, len(load.slots), last-first+1, 100*used, load.roundTripsPerGrant(), worst, 2*p.Max)
+	require.GreaterOrEqual(t, used, 0.95)
+	require.Less(t, load.roundTripsPerGrant(), 1.2)
+	require.LessOrEqual(t, worst, 2*p.Max)
+}
+
+func ExampleFixedWindow() {
+	lim := NewLimiter(NewMemoryStore())
+	// At most 3 reports per calendar hour.
+	hourly := FixedWindow{Max: 3, Window: time.Hour}
+	ctx := context.Background()
+	for range 4 {
+		res, err := lim.TryAcquire(ctx, "report", hourly, 1)
+		if err != nil {
+			fmt.Println("error:", err)
+			return
+		}
+		// RetryAfter: until the next hour starts.
+		fmt.Println(res.Allowed, res.Remaining, res.RetryAfter <= time.Hour)
+	}
+	// Output:
+	// true 2 true
+	// true 1 true
+	// true 0 true
+	// false 0 true
+}

@@ -1,0 +1,265 @@
+package throttle
+
+import (
+	_ "embed"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// SlidingWindow grants about Max in any span of length Window, in constant
+// memory per key: the sliding window counter. Window is cut into Slots slots
+// of length slot = Window/Slots, aligned on the store's clock (slot j runs
+// from j·slot to (j+1)·slot after the Unix epoch), and a key keeps one count
+// per slot for the last Slots+1 slots. At a time t in slot s, the span
+// (t−Window, t] is estimated as the counts of slots s−Slots+1 through s plus
+// the count of slot s−Slots, the one the span covers only in part, weighted by
+// the part it covers:
+//
+//	est(t) = count[s−Slots+1 … s] + count[s−Slots] · (1 − (t − start(s))/slot)
+//
+// A request for n is granted at the earliest t, to the microsecond, that is no
+// earlier than now nor than the start of the latest booking's slot, at which
+// est(t) + n ≤ Max. Its wait runs until t; requests line up in arrival order.
+// TryAcquire's Remaining is the most a request could have at once, its
+// ResetAfter the time until a request for Max could.
+//
+// What that promises, of the grants it makes:
+//
+//   - any Slots consecutive whole slots (a Window that starts at a slot's
+//     start) hold at most Max, exactly;
+//   - any span of length Window, which covers part of one slot at its start,
+//     holds at most Max + ⌊c·f⌋, where c is that slot's count and f the part
+//     of it the span leaves out. That is fewer than Max + c, so at most
+//     2·Max−1; under an even load c is about Max/Slots, and a span holds
+//     less than about Max·(1 + 1/Slots).
+//
+// The estimate weights the partly covered slot by how much of it is inside
+// the span, not by when its grants came: the worst case is Max granted in the
+// last moments of one slot and, a Window later, as many as the estimate
+// allows as that slot's weight fades. A key saturated from its first call
+// shows some of that once: its first Max come at once, wherever in their slot
+// the first call falls. After that a saturated key grants about Max per
+// Window. SlidingLog keeps the exact promise, with memory per grant.
+//
+// Cancel takes the reservation's n off its slot's count while the key still
+// keeps that slot (the latest slot with bookings and the Slots before it), so
+// later requests may be granted sooner; requests already booked keep their
+// times.
+//
+// Max must be from 1 to 1<<30. Window must be a whole number of microseconds
+// from 1 ms to about three years that Slots divides into whole microseconds.
+// Slots must be from 1 to 1000; zero means 10. Max times the slot's length in
+// microseconds must be below 2^53, so that Redis's Lua (double precision)
+// computes exactly what Go does. The zero SlidingWindow is invalid. A changed
+// Max applies on the key's next call, and so does a changed Window or Slots
+// that keeps the slot's length; one that changes it starts the key's counts
+// afresh.
+type SlidingWindow struct {
+	Max    int           // about the most any span of Window holds; exactly the most any Slots whole slots hold
+	Window time.Duration // the span
+	Slots  int           // the slots a Window is cut into; 0 means 10
+}
+
+const (
+	// defaultSlots is a SlidingWindow's Slots when zero.
+	defaultSlots = 10
+	// maxSlots bounds a SlidingWindow's Slots: each call may look at every slot.
+	maxSlots = 1000
+	// maxExact bounds the products of counts and microseconds a SlidingWindow's
+	// scripts compute: below it, Lua's doubles hold integers exactly.
+	maxExact = 1 << 53
+)
+
+var (
+	//go:embed lua/slidingwindow_reserve.lua
+	slidingWindowReserveLua string
+	//go:embed lua/slidingwindow_refund.lua
+	slidingWindowRefundLua string
+
+	slidingWindowReserveScript = redis.NewScript(slidingWindowReserveLua)
+	slidingWindowRefundScript  = redis.NewScript(slidingWindowRefundLua)
+)
+
+func (SlidingWindow) isPolicy() {}
+
+// Quota is Max per Window.
+func (p SlidingWindow) Quota() (int, time.Duration) { return p.Max, p.Window }
+
+func (p SlidingWindow) String() string {
+	return fmt.Sprintf("%d per sliding %v in %d slots", p.Max, p.Window, p.slots())
+}
+
+// Validate reports why p cannot be used, or nil.
+func (p SlidingWindow) Validate() error {
+	if err := checkMax(p.Max); err != nil {
+		return err
+	}
+	if err := checkWindow(p.Window); err != nil {
+		return err
+	}
+	s := p.slots()
+	switch {
+	case s < 1 || s > maxSlots:
+		return invalidf("slots %d must be from 1 to %d", p.Slots, maxSlots)
+	case p.window()%int64(s) != 0:
+		return invalidf("window %v is not a whole number of microseconds per slot over %d slots", p.Window, s)
+	case p.slotLen() > (maxExact-1)/int64(p.Max):
+		return invalidf("max %d over slots of %v is too large to count exactly", p.Max, micros(p.slotLen()))
+	}
+	return nil
+}
+
+func (p SlidingWindow) check(n int) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	return checkN(n, p.Max)
+}
+
+func (p SlidingWindow) slots() int {
+	if p.Slots == 0 {
+		return defaultSlots
+	}
+	return p.Slots
+}
+
+// window is Window in microseconds.
+func (p SlidingWindow) window() int64 { return int64(p.Window / time.Microsecond) }
+
+// slotLen is a slot's length in microseconds.
+func (p SlidingWindow) slotLen() int64 { return p.window() / int64(p.slots()) }
+
+func (SlidingWindow) kind() string { return "sw" }
+
+func (p SlidingWindow) args() []any { return []any{p.Max, p.slotLen(), p.slots()} }
+
+func (SlidingWindow) scripts() (reserve, refund *redis.Script) {
+	return slidingWindowReserveScript, slidingWindowRefundScript
+}
+
+// share is Max/hosts, rounded down but at least 1, over the same Window and Slots.
+func (p SlidingWindow) share(hosts int) algo {
+	p.Max = max(1, p.Max/hosts)
+	return p
+}
+
+// swState is a SlidingWindow key's state, the hash of slidingwindow_reserve.lua.
+type swState struct {
+	slot  int64           // the slot's length in µs, as the state was written
+	b     int64           // the latest slot anything is booked in
+	count map[int64]int64 // slot index → count, for slots b−Slots … b whose count is not 0
+	until int64           // when the Redis key would expire: the state no longer matters, µs
+}
+
+func (s *swState) idleAt(now int64) bool { return now >= s.until }
+
+// reserveMem is slidingwindow_reserve.lua in Go; see that file for the contract.
+func (p SlidingWindow) reserveMem(st *memState, now int64, n int, maxWait int64) decision {
+	L, S, limit, need := p.slotLen(), int64(p.slots()), int64(p.Max), int64(n)
+	s, _ := (*st).(*swState)
+	if s != nil && (s.slot != L || s.idleAt(now)) {
+		s = nil // a changed slot length, or an expired key: start afresh
+	}
+	var count map[int64]int64 // nil reads as all zeros
+	lower := now
+	if s != nil {
+		count = s.count
+		lower = max(now, s.b*L)
+	}
+
+	// The earliest t ≥ lower with est(t) + n ≤ Max, slot by slot: in slot j,
+	// est(t) + n ≤ Max when full + n ≤ Max and
+	// old·(L − (t − j·L)) ≤ (Max − n − full)·L. Beyond the latest booked slot
+	// b every count is 0, so by slot b+Slots+1 at the latest it holds.
+	j := lower / L
+	var full int64 // count[j−S+1 … j]
+	for i, c := range count {
+		if i > j-S && i <= j {
+			full += c
+		}
+	}
+	var t int64
+	for {
+		old := count[j-S]
+		if r := limit - need - full; r >= 0 {
+			var off int64 // the earliest offset into slot j
+			if j == lower/L {
+				off = lower - j*L
+			}
+			if old > r {
+				off = max(off, ceilDiv(L*(old-r), old))
+			}
+			if off < L {
+				t = j*L + off
+				break
+			}
+		}
+		full += count[j+1] - count[j-S+1]
+		j++
+	}
+
+	d := decision{wait: t - now}
+	if maxWait < 0 || d.wait <= maxWait {
+		d.granted, d.tat = true, j
+		if s == nil {
+			s = &swState{slot: L, count: make(map[int64]int64, 2)}
+			*st = s
+		}
+		s.count[j] += need
+		s.b = j
+		for i := range s.count {
+			if i < j-S {
+				delete(s.count, i)
+			}
+		}
+		s.until = (j + S + 1) * L
+	}
+	d.remaining, d.reset = swFigures(s, now, L, S, limit)
+	return d
+}
+
+// swFigures are the remaining and reset of a reply for the state s (nil:
+// none) at now: what a request could have at once (nothing while a later slot
+// has bookings), and the wait until a request for Max would be granted, when
+// every count has left the window and the latest booked slot has begun.
+func swFigures(s *swState, now, L, S, limit int64) (remaining int, reset int64) {
+	if s == nil {
+		return int(limit), 0
+	}
+	j := now / L
+	if s.b <= j {
+		var full int64
+		for i, c := range s.count {
+			if i > j-S && i <= j {
+				full += c
+			}
+		}
+		weighted := ceilDiv(s.count[j-S]*(L-(now-j*L)), L)
+		remaining = int(max(0, limit-full-weighted))
+	}
+	end := s.b * L
+	for i := range s.count {
+		end = max(end, (i+S+1)*L)
+	}
+	return remaining, max(0, end-now)
+}
+
+// ceilDiv is a/b rounded up, for a ≥ 0 and b > 0.
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// refundMem is slidingwindow_refund.lua in Go, without the marker.
+func (p SlidingWindow) refundMem(st *memState, now int64, n int, d decision) {
+	s, _ := (*st).(*swState)
+	if s == nil || s.slot != p.slotLen() || s.idleAt(now) {
+		return
+	}
+	if c, ok := s.count[d.tat]; ok {
+		if c -= int64(n); c > 0 {
+			s.count[d.tat] = c
+		} else {
+			delete(s.count, d.tat)
+		}
+	}
+}
