@@ -70,43 +70,7 @@ func (p FixedWindow) check(n int) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	return checkN(n, p.Max)
-}
-
-// checkMax checks a window policy's Max.
-func checkMax(m int) error {
-	switch {
-	case m < 1:
-		return invalidf("max %d must be at least 1", m)
-	case m > maxBurst:
-		return invalidf("max %d is larger than %d", m, maxBurst)
-	}
-	return nil
-}
-
-// checkWindow checks a window policy's Window: whole microseconds, from
-// minWindow to the span a key's state may reach.
-func checkWindow(w time.Duration) error {
-	switch {
-	case w < minWindow:
-		return invalidf("window %v must be at least %v", w, minWindow)
-	case w%time.Microsecond != 0:
-		return invalidf("window %v must be a whole number of microseconds", w)
-	case w/time.Microsecond > maxSpan:
-		return invalidf("window %v is longer than %v", w, micros(maxSpan))
-	}
-	return nil
-}
-
-// checkN checks a request for n of a policy that grants at most limit at once.
-func checkN(n, limit int) error {
-	if n < 1 {
-		return invalidf("n %d must be at least 1", n)
-	}
-	if n > limit {
-		return &InvalidError{Reason: fmt.Sprintf("n %d is larger than max %d: it could never be granted", n, limit), tooLarge: true}
-	}
-	return nil
+	return checkN(n, p.Max, "max")
 }
 
 func (FixedWindow) kind() string { return "fw" }

@@ -312,7 +312,7 @@ func TestFixedWindowInvalid(t *testing.T) {
 	}
 	require.NoError(t, FixedWindow{Max: 1, Window: time.Millisecond}.Validate())
 	require.NoError(t, FixedWindow{Max: maxBurst, Window: micros(maxSpan)}.Validate())
-	tooLarge := checkN(6, 5)
+	tooLarge := checkN(6, 5, "max")
 	assert.ErrorIs(t, tooLarge, ErrInvalid, "too large is invalid too")
 }
 

@@ -75,13 +75,7 @@ func (b LeakyBucket) check(n int) error {
 	if err := b.Validate(); err != nil {
 		return err
 	}
-	if n < 1 {
-		return invalidf("n %d must be at least 1", n)
-	}
-	if n > b.Capacity {
-		return &InvalidError{Reason: fmt.Sprintf("n %d is larger than capacity %d: it could never be granted", n, b.Capacity), tooLarge: true}
-	}
-	return nil
+	return checkN(n, b.Capacity, "capacity")
 }
 
 // Quota is Capacity tokens, and the time a full bucket takes to drain.

@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -98,4 +99,41 @@ type memState interface {
 	// idleAt reports that the state holds nothing that matters at now or
 	// later (the Redis key would have expired), so the key can be forgotten.
 	idleAt(now int64) bool
+}
+
+// checkMax checks a window policy's Max.
+func checkMax(m int) error {
+	switch {
+	case m < 1:
+		return invalidf("max %d must be at least 1", m)
+	case m > maxBurst:
+		return invalidf("max %d is larger than %d", m, maxBurst)
+	}
+	return nil
+}
+
+// checkWindow checks a window policy's Window: whole microseconds, from
+// minWindow to the span a key's state may reach.
+func checkWindow(w time.Duration) error {
+	switch {
+	case w < minWindow:
+		return invalidf("window %v must be at least %v", w, minWindow)
+	case w%time.Microsecond != 0:
+		return invalidf("window %v must be a whole number of microseconds", w)
+	case w/time.Microsecond > maxSpan:
+		return invalidf("window %v is longer than %v", w, micros(maxSpan))
+	}
+	return nil
+}
+
+// checkN checks a request for n of a policy that grants at most limit at
+// once; what names the limit ("max", "capacity").
+func checkN(n, limit int, what string) error {
+	if n < 1 {
+		return invalidf("n %d must be at least 1", n)
+	}
+	if n > limit {
+		return &InvalidError{Reason: fmt.Sprintf("n %d is larger than %s %d: it could never be granted", n, what, limit), tooLarge: true}
+	}
+	return nil
 }

@@ -47,32 +47,20 @@ func (l SlidingLog) window() int64 { return int64(l.Window / time.Microsecond) }
 
 // Validate reports why l cannot be used, or nil.
 func (l SlidingLog) Validate() error {
-	switch {
-	case l.Max < 1:
-		return invalidf("max %d must be at least 1", l.Max)
-	case l.Max > maxLogMax:
+	if l.Max > maxLogMax {
 		return invalidf("max %d is larger than %d", l.Max, maxLogMax)
-	case l.Window < time.Millisecond:
-		return invalidf("window %v must be at least %v", l.Window, time.Millisecond)
-	case l.Window%time.Microsecond != 0:
-		return invalidf("window %v must be a whole number of microseconds", l.Window)
-	case l.window() > maxSpan:
-		return invalidf("window %v is longer than %v", l.Window, micros(maxSpan))
 	}
-	return nil
+	if err := checkMax(l.Max); err != nil {
+		return err
+	}
+	return checkWindow(l.Window)
 }
 
 func (l SlidingLog) check(n int) error {
 	if err := l.Validate(); err != nil {
 		return err
 	}
-	if n < 1 {
-		return invalidf("n %d must be at least 1", n)
-	}
-	if n > l.Max {
-		return &InvalidError{Reason: fmt.Sprintf("n %d is larger than max %d: it could never be granted", n, l.Max), tooLarge: true}
-	}
-	return nil
+	return checkN(n, l.Max, "max")
 }
 
 // Quota is Max tokens per Window.

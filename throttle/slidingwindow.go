@@ -115,7 +115,7 @@ func (p SlidingWindow) check(n int) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	return checkN(n, p.Max)
+	return checkN(n, p.Max, "max")
 }
 
 func (p SlidingWindow) slots() int {
