@@ -115,3 +115,41 @@ func ExampleLimiter_Cooldown() {
 	// 30s
 	// false
 }
+
+func ExampleLimiter_Hold() {
+	lim := throttle.NewLimiter(throttle.NewMemoryStore())
+	// At most two exports at once, across every process sharing the store. A
+	// holder that dies gives its slot back when its lease runs out.
+	exports := throttle.Concurrency{Max: 2, Lease: 10 * time.Second}
+	ctx := context.Background()
+
+	a, _ := lim.Hold(ctx, "exports", exports)
+	b, _ := lim.Hold(ctx, "exports", exports)
+	_, err := lim.TryHold(ctx, "exports", exports)
+	fmt.Println("third slot:", errors.Is(err, throttle.ErrLimited))
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lease, err := lim.Hold(ctx, "exports", exports) // waits for a slot
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		defer lease.Release(ctx)
+		// Work while the lease is held; stop if it is lost.
+		select {
+		case <-lease.Lost():
+			fmt.Println("lost the slot")
+		default:
+			fmt.Println("third export running")
+		}
+	}()
+	_ = a.Release(ctx) // wakes the waiting Hold
+
+	<-done
+	_ = b.Release(ctx)
+	// Output:
+	// third slot: true
+	// third export running
+}

@@ -21,6 +21,7 @@ type MemoryStore struct {
 	markers   map[string]int64    // refund marker → expiry, µs
 	cooldowns map[memKey]int64    // a cooldown's end, µs
 	states    map[memKey]memState // the state of keys under policies other than Limit (memory_algo.go)
+	sems      *memSems            // semaphores of Concurrency and their waiting Holds (memory_hold.go)
 }
 
 type memKey struct{ prefix, name string }
@@ -28,7 +29,7 @@ type memKey struct{ prefix, name string }
 // NewMemoryStore returns an empty in-process store. WithClock sets its time source.
 func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 	c := newStoreConfig(opts)
-	return &MemoryStore{clock: c.clock, start: time.Now(), buckets: make(map[memKey]*int64), markers: make(map[string]int64), cooldowns: make(map[memKey]int64), states: make(map[memKey]memState)}
+	return &MemoryStore{clock: c.clock, start: time.Now(), buckets: make(map[memKey]*int64), markers: make(map[string]int64), cooldowns: make(map[memKey]int64), states: make(map[memKey]memState), sems: newMemSems()}
 }
 
 // nowMicros reads the Clock, or else the monotonic clock only (one clock read,

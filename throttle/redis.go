@@ -17,10 +17,15 @@ import (
 //
 // Buckets acquired together must live in one hash slot on Redis Cluster; see
 // Limiter.AcquireAll.
+//
+// From the first Limiter.Hold that has to wait, the store keeps one pub/sub
+// connection, and a goroutine that hands its messages to the waiting Holds,
+// until Close: call Close when done with a store that served Hold.
 type RedisStore struct {
 	rdb   redis.UniversalClient
 	owned bool // rdb is a copy this store made and must close
 	clock Clock
+	wake  wakeHub // the pub/sub subscription that wakes blocked Holds (redis_hold.go)
 }
 
 // NewRedisStore returns a store over rdb: a *redis.Client, *redis.ClusterClient,
@@ -59,9 +64,12 @@ func NewRedisStore(rdb redis.UniversalClient, opts ...StoreOption) *RedisStore {
 // failoverAddr is the address go-redis gives a Sentinel failover client's options.
 const failoverAddr = "FailoverClient"
 
-// Close releases the client the store made for itself, if any. The client passed
-// to NewRedisStore stays open: it belongs to the caller.
+// Close ends the store's pub/sub subscription, if a blocked Hold made one
+// (Holds still waiting then wake only when the earliest lease runs out), and
+// releases the client the store made for itself, if any. The client passed to
+// NewRedisStore stays open: it belongs to the caller.
 func (s *RedisStore) Close() error {
+	s.wake.close()
 	if s.owned {
 		return s.rdb.Close()
 	}

@@ -1,2 +1,2 @@
-// Package workers runs asynq handlers in a pool that throttles every job through buckets shared by the fleet.
+// Package workers runs asynq handlers in a pool that throttles every job through buckets and in-flight bounds shared by the fleet.
 package workers

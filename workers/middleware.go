@@ -27,6 +27,7 @@ type job struct {
 
 	buckets []throttle.Bucket // the policy's buckets for this task
 	key     string            // the task's own bucket: where a cooldown goes
+	sem     string            // the task's in-flight semaphore, if its policy has InFlight
 }
 
 // process is the pool's asynq handler. For a throttled task type it:
@@ -39,6 +40,9 @@ type job struct {
 //   - otherwise reserves the tokens in one call, up to the horizon, and waits
 //     for its turn if it comes within the wait budget, or goes back to the
 //     queue holding it as a ticket if not (see acquire);
+//   - with its turn, holds an in-flight slot if the policy bounds them, and
+//     goes back to the queue if none comes free within the wait budget (see
+//     runHolding);
 //
 // and then handles what the handler returns (see run).
 func (p *Pool) process(ctx context.Context, task *asynq.Task) error {
@@ -59,6 +63,11 @@ func (p *Pool) process(ctx context.Context, task *asynq.Task) error {
 	var err error
 	if j.buckets, j.key, err = rt.pol.buckets(task, j.meta); err != nil {
 		return p.archive(ctx, j, permanent(err))
+	}
+	if rt.pol.InFlight > 0 {
+		if j.sem, err = rt.pol.inFlightKey(j.key); err != nil {
+			return p.archive(ctx, j, permanent(err))
+		}
 	}
 	// A ticket is good once: a job asynq runs again after a failure has
 	// spent it, and takes its turn anew.
@@ -174,7 +183,7 @@ func (p *Pool) acquire(ctx context.Context, j *job) error {
 		}
 	}
 	p.waited(ctx, j.rt, d)
-	return p.run(ctx, j)
+	return p.runHolding(ctx, j)
 }
 
 // notReserved handles a reservation that was refused or failed.
@@ -214,7 +223,7 @@ func (p *Pool) redeem(ctx context.Context, j *job) error {
 			return err
 		}
 		p.waited(ctx, j.rt, 0)
-		return p.run(ctx, j)
+		return p.runHolding(ctx, j)
 	}
 	lead := p.lead(j.rt.pol.maxWait)
 	if p.stopping() {
@@ -250,7 +259,7 @@ func (p *Pool) redeem(ctx context.Context, j *job) error {
 		return err
 	}
 	p.waited(ctx, j.rt, wait)
-	return p.run(ctx, j)
+	return p.runHolding(ctx, j)
 }
 
 // heedCooldown sends back a job that booked its turn earlier (a ticket, or a
@@ -306,7 +315,11 @@ const lateTicket = 2 * time.Second
 //   - any other error goes to asynq unchanged: a failure, retried or archived
 //     by the task's MaxRetry.
 func (p *Pool) run(ctx context.Context, j *job) error {
-	err := j.rt.h.ProcessTask(ctx, j.task)
+	return p.result(ctx, j, j.rt.h.ProcessTask(ctx, j.task))
+}
+
+// result handles err, what job j's handler returned; see run.
+func (p *Pool) result(ctx context.Context, j *job, err error) error {
 	if err == nil {
 		p.outcome(ctx, j.rt, outDone)
 		return nil

@@ -28,6 +28,12 @@ import (
 // "{<Name>}:<derived key>" and "{<Name>}:*global*": all of one policy's
 // buckets live in one Cluster slot. Without Global the derived key is used as
 // it is, and each key lands in a slot of its own.
+//
+// With InFlight set, a job that got its turn also holds one of InFlight slots
+// of a semaphore shared by the fleet (a throttle.Concurrency) while its
+// handler runs: "at most 5 of these jobs at once". The semaphore is the
+// job's bucket key plus ":inflight", so with Key set it is one per derived
+// key, say per tenant, and with Global it keeps the policy's hash tag.
 type Policy struct {
 	// Name labels the policy in metrics, spans and logs, so it must come from a
 	// small set; it is also the bucket key when Key is nil. Required: at most
@@ -44,8 +50,20 @@ type Policy struct {
 	// overrides it.
 	Cost int
 	// MaxWait is how long a job may wait in the worker for its turn; 0 means
-	// Config.MaxWait.
+	// Config.MaxWait. A job with InFlight set may wait as long again for a
+	// slot, after its turn.
 	MaxWait time.Duration
+	// InFlight, if positive, is the most jobs of one bucket key of this
+	// policy that run at once across the fleet; 0 means no bound. A job that
+	// finds no free slot within MaxWait goes back to the queue, like a job
+	// whose turn is too far off (its turn is spent), and a job whose slot is
+	// lost (its worker was cut off from Redis for longer than the lease) has
+	// its handler's context cancelled. At most 1<<20.
+	InFlight int
+	// InFlightLease is how long a slot stays taken after the worker holding
+	// it dies: the lease is renewed every third of it while the handler
+	// runs. 0 means throttle.DefaultLease (30s); else from 100ms to 24h.
+	InFlightLease time.Duration
 }
 
 // KeyFunc derives a job's bucket key from its task, e.g. a tenant id read
@@ -58,13 +76,16 @@ const (
 	MaxPolicyName = 64
 	// globalName is the derived-key part of a policy's global bucket.
 	globalName = "*global*"
+	// inFlightSuffix makes a job's bucket key the key of its in-flight semaphore.
+	inFlightSuffix = ":inflight"
 )
 
 // policy is a checked copy of a Policy.
 type policy struct {
 	Policy
-	global  *throttle.Limit // copy of Policy.Global
-	maxWait time.Duration   // Policy.MaxWait or Config.MaxWait
+	global  *throttle.Limit      // copy of Policy.Global
+	maxWait time.Duration        // Policy.MaxWait or Config.MaxWait
+	slots   throttle.Concurrency // InFlight and InFlightLease; Max 0 without InFlight
 }
 
 // newPolicy checks pol and returns a copy of it, with defaultWait as its
@@ -98,10 +119,21 @@ func newPolicy(pol Policy, defaultWait time.Duration) (*policy, error) {
 	if pol.MaxWait < 0 {
 		bad("MaxWait %v must not be negative", pol.MaxWait)
 	}
+	slots := throttle.Concurrency{Max: pol.InFlight, Lease: pol.InFlightLease}
+	switch {
+	case pol.InFlight < 0:
+		bad("InFlight %d must not be negative", pol.InFlight)
+	case pol.InFlight > 0:
+		if err := slots.Validate(); err != nil {
+			bad("InFlight: %w", err)
+		}
+	case pol.InFlightLease != 0:
+		bad("InFlightLease %v is set without InFlight", pol.InFlightLease)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("policy %q: %w", pol.Name, err)
 	}
-	p := &policy{Policy: pol, maxWait: or(pol.MaxWait, defaultWait)}
+	p := &policy{Policy: pol, maxWait: or(pol.MaxWait, defaultWait), slots: slots}
 	if pol.Global != nil {
 		g := *pol.Global
 		p.global = &g
@@ -133,6 +165,17 @@ func (p *policy) buckets(t *asynq.Task, m queue.Meta) ([]throttle.Bucket, string
 		{Key: own, Limit: p.Limit, N: n},
 		{Key: tag + globalName, Limit: *p.global, N: n},
 	}, own, nil
+}
+
+// inFlightKey is the key of the in-flight semaphore of a job whose own bucket
+// is key. An error matches ErrKey.
+func (p *policy) inFlightKey(key string) (string, error) {
+	sem := key + inFlightSuffix
+	if len(sem) > throttle.MaxKeyLen {
+		return "", fmt.Errorf("%w: policy %q: key is %d bytes, more than the %d an in-flight bound allows",
+			ErrKey, p.Name, len(key), throttle.MaxKeyLen-len(inFlightSuffix))
+	}
+	return sem, nil
 }
 
 // derive runs the policy's KeyFunc, or returns Name without one. A KeyFunc

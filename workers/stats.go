@@ -13,7 +13,7 @@ type Stats struct {
 	Requeued  int64 // times a job was sent back to its queue to come back later, for any reason
 	Cooldowns int64 // cooldowns put on a bucket after an upstream 429 or 503
 	Archived  int64 // jobs the pool archived itself: past the horizon, or with no bucket key
-	Waiting   int64 // jobs waiting in this process for their turn, now
+	Waiting   int64 // jobs waiting in this process for their turn or an in-flight slot, now
 }
 
 // LogValue lets a Stats be logged as one group.

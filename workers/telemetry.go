@@ -33,10 +33,11 @@ const (
 	reasonShutdown               // the pool is shutting down
 	reasonStore                  // the limiter's store is unavailable
 	reasonHandler                // the handler returned a queue.ThrottledError
+	reasonInFlight               // no in-flight slot within its wait budget, or its slot was lost
 	numReasons
 )
 
-var reasonNames = [numReasons]string{"budget", "upstream", "shutdown", "store", "handler"}
+var reasonNames = [numReasons]string{"budget", "upstream", "shutdown", "store", "handler", "in_flight"}
 
 func (r reason) String() string { return reasonNames[r] }
 
@@ -66,7 +67,7 @@ func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) *telemetry {
 		metric.WithDescription("Time a throttled job waited in the worker for its turn before its handler ran."), metric.WithUnit("s"),
 		metric.WithExplicitBucketBoundaries(0, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
 	t.waiting, _ = m.Int64UpDownCounter("sluice.jobs.waiting",
-		metric.WithDescription("Jobs waiting in the worker for their turn now."), metric.WithUnit("{job}"))
+		metric.WithDescription("Jobs waiting in the worker now, for their turn or an in-flight slot."), metric.WithUnit("{job}"))
 	return t
 }
 

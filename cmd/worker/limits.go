@@ -68,10 +68,11 @@ func policyFor(sp limitspec.Spec) (workers.Policy, error) {
 		return workers.Policy{}, err
 	}
 	pol := workers.Policy{
-		Name:    sp.Type,
-		Limit:   sp.Limit,
-		Cost:    sp.Cost,
-		MaxWait: sp.MaxWait,
+		Name:     sp.Type,
+		Limit:    sp.Limit,
+		Cost:     sp.Cost,
+		MaxWait:  sp.MaxWait,
+		InFlight: sp.InFlight,
 	}
 	if sp.Global != nil {
 		g := *sp.Global

@@ -15,11 +15,12 @@ import (
 )
 
 func TestPolicyFor(t *testing.T) {
-	sp, err := limitspec.Parse("email:send=100/m,burst=10,key=tenant:{payload.tenant},max-wait=2s,cost=2,global=500/s:50")
+	sp, err := limitspec.Parse("email:send=100/m,burst=10,key=tenant:{payload.tenant},max-wait=2s,cost=2,global=500/s:50,in-flight=5")
 	require.NoError(t, err)
 	pol, err := policyFor(sp)
 	require.NoError(t, err)
 	assert.Equal(t, "email:send", pol.Name)
+	assert.Equal(t, 5, pol.InFlight)
 	assert.Equal(t, throttle.Limit{Rate: 100, Period: time.Minute, Burst: 10}, pol.Limit)
 	require.NotNil(t, pol.Global)
 	assert.Equal(t, throttle.Limit{Rate: 500, Period: time.Second, Burst: 50}, *pol.Global)
@@ -40,6 +41,7 @@ func TestPolicyFor(t *testing.T) {
 	assert.Nil(t, pol.Key, "no template: one bucket, named after the type")
 	assert.Nil(t, pol.Global)
 	assert.Equal(t, 0, pol.Cost)
+	assert.Equal(t, 0, pol.InFlight, "no bound")
 	assert.Equal(t, time.Duration(0), pol.MaxWait, "the worker's --max-wait")
 }
 

@@ -2,7 +2,7 @@
 //
 // A limit for one task type is written
 //
-//	TYPE=RATE/UNIT[,burst=N][,key=TEMPLATE][,max-wait=DURATION][,cost=N][,global=RATE/UNIT[:BURST]]
+//	TYPE=RATE/UNIT[,burst=N][,key=TEMPLATE][,max-wait=DURATION][,cost=N][,global=RATE/UNIT[:BURST]][,in-flight=N]
 //
 // for example
 //
@@ -13,7 +13,8 @@
 // or h (also sec, second, min, minute, hour, and their plurals). A burst left
 // out defaults to the tokens the bucket earns in one second, rounded up, and at
 // least 1: 50/s gets 50, 100/m gets 2, 0.5/s gets 1. The same default applies to
-// the burst of a global limit written without ":BURST".
+// the burst of a global limit written without ":BURST". in-flight=N lets at most
+// N jobs of one key run at once across the fleet.
 //
 // The limits file holds the same fields as JSON; see [LoadFile]. [Merge]
 // combines the two, flags winning.

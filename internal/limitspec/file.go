@@ -16,13 +16,14 @@ const MaxFileSize = 1 << 20
 // fileEntry is one entry of the limits file. Pointers tell a field left out
 // from a zero written on purpose, which is an error.
 type fileEntry struct {
-	Type    string `json:"type"`
-	Rate    string `json:"rate"`     // RATE/UNIT, as in a spec
-	Burst   *int   `json:"burst"`    // absent: the default burst
-	Key     string `json:"key"`      // key template
-	MaxWait string `json:"max_wait"` // Go duration; absent: the worker's default
-	Cost    *int   `json:"cost"`     // absent: 1
-	Global  string `json:"global"`   // RATE/UNIT[:BURST]; absent: no global bucket
+	Type     string `json:"type"`
+	Rate     string `json:"rate"`      // RATE/UNIT, as in a spec
+	Burst    *int   `json:"burst"`     // absent: the default burst
+	Key      string `json:"key"`       // key template
+	MaxWait  string `json:"max_wait"`  // Go duration; absent: the worker's default
+	Cost     *int   `json:"cost"`      // absent: 1
+	Global   string `json:"global"`    // RATE/UNIT[:BURST]; absent: no global bucket
+	InFlight *int   `json:"in_flight"` // absent: no bound
 }
 
 // LoadFile reads the limits file at path, JSON of the form
@@ -30,12 +31,12 @@ type fileEntry struct {
 //	{"limits": [
 //	  {"type": "http:request", "rate": "50/s", "burst": 5},
 //	  {"type": "email:send", "rate": "100/m", "burst": 10, "key": "tenant:{payload.tenant}",
-//	   "max_wait": "2s", "cost": 1, "global": "500/s:50"}
+//	   "max_wait": "2s", "cost": 1, "global": "500/s:50", "in_flight": 5}
 //	]}
 //
 // Each entry holds the fields of a spec (see [Parse]): type and rate are
-// required; burst, key, max_wait, cost and global may be left out, with the
-// same defaults. Unknown fields, a file without "limits", text after the
+// required; burst, key, max_wait, cost, global and in_flight may be left out,
+// with the same defaults. Unknown fields, a file without "limits", text after the
 // object, two entries for one type and files over [MaxFileSize] are errors.
 //
 // The Specs come back in file order and pass [Spec.Validate]. An error names
@@ -179,6 +180,12 @@ func (e fileEntry) spec() (Spec, error) {
 			return Spec{}, err
 		}
 		sp.Global = &g
+	}
+	if e.InFlight != nil {
+		if *e.InFlight < 1 {
+			return Spec{}, invalidf("in_flight %d must be at least 1 (leave it out for no bound)", *e.InFlight)
+		}
+		sp.InFlight = *e.InFlight // its upper bound is checked by Validate
 	}
 	if err := sp.Validate(); err != nil {
 		return Spec{}, err

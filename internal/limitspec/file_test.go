@@ -27,7 +27,7 @@ func TestLoadFile(t *testing.T) {
 		{"type": "http:request", "rate": "50/s", "burst": 5},
 		{"type": "email:send", "rate": "100/m", "burst": 10, "key": "tenant:{payload.tenant}",
 		 "max_wait": "2s", "cost": 1, "global": "500/s:50"},
-		{"type": "report:build", "rate": "0.5/s", "global": "10/m"}
+		{"type": "report:build", "rate": "0.5/s", "global": "10/m", "in_flight": 3}
 	]}`)
 	got, err := LoadFile(path)
 	require.NoError(t, err)
@@ -42,9 +42,10 @@ func TestLoadFile(t *testing.T) {
 			Global:  &throttle.Limit{Rate: 500, Period: time.Second, Burst: 50},
 		},
 		{
-			Type:   "report:build",
-			Limit:  throttle.Limit{Rate: 0.5, Period: time.Second, Burst: 1},
-			Global: &throttle.Limit{Rate: 10, Period: time.Minute, Burst: 1},
+			Type:     "report:build",
+			Limit:    throttle.Limit{Rate: 0.5, Period: time.Second, Burst: 1},
+			Global:   &throttle.Limit{Rate: 10, Period: time.Minute, Burst: 1},
+			InFlight: 3,
 		},
 	}
 	assert.Equal(t, want, got)
@@ -90,6 +91,7 @@ func TestLoadFileInvalid(t *testing.T) {
 		{"cost over burst", `{"limits": [{"type": "a", "rate": "1/s", "cost": 2}]}`, `limits[0] (type "a"): cost 2 is larger than burst 1: no job could ever run`},
 		{"bad max wait", `{"limits": [{"type": "a", "rate": "1/s", "max_wait": "2"}]}`, `limits[0] (type "a"): max-wait "2" is not a duration such as 2s or 500ms`},
 		{"bad global", `{"limits": [{"type": "a", "rate": "1/s", "global": "5/s:x"}]}`, `limits[0] (type "a"): global burst "x" is not a whole number from 1 to 1073741824`},
+		{"zero in_flight", `{"limits": [{"type": "a", "rate": "1/s", "in_flight": 0}]}`, `limits[0] (type "a"): in_flight 0 must be at least 1 (leave it out for no bound)`},
 		{"bad key", `{"limits": [{"type": "a", "rate": "1/s", "key": "t:{x"}]}`, `limits[0] (type "a"): key "t:{x": '{' at byte 2 is never closed`},
 		{"long type", `{"limits": [{"type": "` + strings.Repeat("t", 300) + `", "rate": "1/s"}]}`, `limits[0] (type "` + strings.Repeat("t", 80) + `"...): type is 300 bytes, longer than 256`},
 		{"duplicate type", `{"limits": [{"type": "a", "rate": "1/s"}, {"type": "b", "rate": "1/s"}, {"type": "a", "rate": "2/s"}]}`, `limits[0] and limits[2] are both for type "a"`},

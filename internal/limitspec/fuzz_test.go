@@ -16,6 +16,7 @@ func FuzzParse(f *testing.F) {
 		"email:send=100/m,burst=10,key=tenant:{payload.tenant}",
 		"llm:call=500/m,burst=20,key={acct}:{payload.account},max-wait=2s,cost=3,global=5000/m:100",
 		"a=0.5/second,global=1/h",
+		"a=1/s,in-flight=5",
 		"x=50/q",
 		"a=1/s,,",
 		"a=1000000/s,burst=1",

@@ -21,8 +21,9 @@ const (
 )
 
 // Spec is the limit a worker enforces on one task type: a token bucket, the
-// bucket's key, how long a job may wait for tokens, what a job costs, and an
-// optional global bucket taken together with the keyed one.
+// bucket's key, how long a job may wait for tokens, what a job costs, an
+// optional global bucket taken together with the keyed one, and an optional
+// bound on the jobs of one key running at once across the fleet.
 //
 // [Parse] and [LoadFile] return Specs that pass [Spec.Validate].
 type Spec struct {
@@ -35,11 +36,14 @@ type Spec struct {
 	MaxWait time.Duration   // longest a job holds a worker slot waiting; 0 means the worker's default
 	Cost    int             // tokens a job takes; 0 means 1
 	Global  *throttle.Limit // a bucket shared by every key of the type, taken with the keyed one; nil means none
+	// InFlight is the most jobs of one key that run at once across the
+	// fleet (workers.Policy.InFlight); 0 means no bound.
+	InFlight int
 }
 
 // Parse parses one limit written as
 //
-//	TYPE=RATE/UNIT[,burst=N][,key=TEMPLATE][,max-wait=DURATION][,cost=N][,global=RATE/UNIT[:BURST]]
+//	TYPE=RATE/UNIT[,burst=N][,key=TEMPLATE][,max-wait=DURATION][,cost=N][,global=RATE/UNIT[:BURST]][,in-flight=N]
 //
 // for example "email:send=100/m,burst=10,key=tenant:{payload.tenant}". Spaces
 // around each part are ignored. MAX-WAIT is a Go duration ("2s", "500ms") and
@@ -67,6 +71,7 @@ const (
 	optMaxWait = "max-wait"
 	optCost    = "cost"
 	optGlobal  = "global"
+	optFlight  = "in-flight"
 )
 
 func parse(s string) (Spec, error) {
@@ -114,8 +119,10 @@ func parse(s string) (Spec, error) {
 				var g throttle.Limit
 				g, err = parseGlobal(value)
 				sp.Global = &g
+			case optFlight:
+				sp.InFlight, err = parseCount(optFlight, value)
 			default:
-				err = invalidf("unknown option %s (want burst, key, max-wait, cost or global)", quote(name))
+				err = invalidf("unknown option %s (want burst, key, max-wait, cost, global or in-flight)", quote(name))
 			}
 			if err != nil {
 				return Spec{}, err
@@ -223,7 +230,8 @@ func DefaultBurst(rate float64, period time.Duration) int {
 // without spaces at either end; the limits pass [throttle.Limit.Validate]; Key
 // is at most [MaxKeyLen] bytes, free of control characters and ',', without
 // spaces at either end, and its braces pair up with something
-// between them ("tenant:{payload.tenant}"); MaxWait and Cost are not negative;
+// between them ("tenant:{payload.tenant}"); MaxWait, Cost and InFlight are
+// not negative, and InFlight passes [throttle.Concurrency.Validate] if set;
 // and Cost fits in the bursts, or no job could ever be granted. The error
 // matches [ErrInvalid].
 func (s Spec) Validate() error {
@@ -260,6 +268,15 @@ func (s Spec) Validate() error {
 		return invalidf("cost %d is larger than burst %d: no job could ever run", s.Cost, s.Limit.Burst)
 	case s.Global != nil && s.Cost > s.Global.Burst:
 		return invalidf("cost %d is larger than global burst %d: no job could ever run", s.Cost, s.Global.Burst)
+	case s.InFlight < 0:
+		return invalidf("in-flight %d must not be negative", s.InFlight)
+	case s.InFlight > 0:
+		var ie *throttle.InvalidError
+		if err := (throttle.Concurrency{Max: s.InFlight}).Validate(); errors.As(err, &ie) {
+			return invalidf("in-flight: %s", ie.Reason)
+		} else if err != nil {
+			return invalidf("in-flight: %v", err)
+		}
 	}
 	return nil
 }
@@ -335,6 +352,9 @@ func (s Spec) String() string {
 		fmt.Fprintf(&b, ",%s=", optGlobal)
 		writeRate(&b, *s.Global)
 		fmt.Fprintf(&b, ":%d", s.Global.Burst)
+	}
+	if s.InFlight != 0 {
+		fmt.Fprintf(&b, ",%s=%d", optFlight, s.InFlight)
 	}
 	return b.String()
 }

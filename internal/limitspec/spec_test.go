@@ -49,6 +49,7 @@ func TestParseValid(t *testing.T) {
 			Global:  global(5000, time.Minute, 100),
 		}},
 		{"a=1/s,global=10/s", Spec{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Second, Burst: 1}, Global: global(10, time.Second, 10)}},
+		{"a=1/s,in-flight=5", Spec{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Second, Burst: 1}, InFlight: 5}},
 		{"a=10/s,key=k=v", Spec{Type: "a", Limit: throttle.Limit{Rate: 10, Period: time.Second, Burst: 10}, Key: "k=v"}},
 		// Options in any order.
 		{"a=10/s,cost=2,burst=4", Spec{Type: "a", Limit: throttle.Limit{Rate: 10, Period: time.Second, Burst: 4}, Cost: 2}},
@@ -98,8 +99,8 @@ func TestParseInvalid(t *testing.T) {
 		{"a=5/s,burst=1.5", `limit "a=5/s,burst=1.5": burst "1.5" is not a whole number from 1 to 1073741824`},
 		{"a=5/s,burst=99999999999999999999", `limit "a=5/s,burst=99999999999999999999": burst "99999999999999999999" is not a whole number from 1 to 1073741824`},
 		{"a=5/s,burst=1,burst=2", `limit "a=5/s,burst=1,burst=2": burst given twice`},
-		{"a=5/s,rate=2", `limit "a=5/s,rate=2": unknown option "rate" (want burst, key, max-wait, cost or global)`},
-		{"a=5/s,max_wait=1s", `limit "a=5/s,max_wait=1s": unknown option "max_wait" (want burst, key, max-wait, cost or global)`},
+		{"a=5/s,rate=2", `limit "a=5/s,rate=2": unknown option "rate" (want burst, key, max-wait, cost, global or in-flight)`},
+		{"a=5/s,max_wait=1s", `limit "a=5/s,max_wait=1s": unknown option "max_wait" (want burst, key, max-wait, cost, global or in-flight)`},
 		{"a=5/s,key=", `limit "a=5/s,key=": key is empty (leave it out for no key)`},
 		{"a=5/s,key=t:{payload.tenant", `limit "a=5/s,key=t:{payload.tenant": key "t:{payload.tenant": '{' at byte 2 is never closed`},
 		{"a=5/s,key=t:}", `limit "a=5/s,key=t:}": key "t:}": '}' at byte 2 has no '{'`},
@@ -116,6 +117,8 @@ func TestParseInvalid(t *testing.T) {
 		{"a=5/s,global=1/s:0", `limit "a=5/s,global=1/s:0": global burst "0" is not a whole number from 1 to 1073741824`},
 		{"a=5/s,global=1/s:", `limit "a=5/s,global=1/s:": global burst "" is not a whole number from 1 to 1073741824`},
 		{"a=5/s,global=9000000/s", `limit "a=5/s,global=9000000/s": global rate 9e+06 per 1s is faster than one token per microsecond`},
+		{"a=5/s,in-flight=0", `limit "a=5/s,in-flight=0": in-flight "0" is not a whole number from 1 to 1073741824`},
+		{"a=5/s,in-flight=2000000", `limit "a=5/s,in-flight=2000000": in-flight: max 2000000 is larger than 1048576`},
 		{"a\x00b=5/s", `limit "a\x00b=5/s": type "a\x00b" contains a control character`},
 		{strings.Repeat("t", 257) + "=1/s", `limit "` + strings.Repeat("t", 80) + `"...: type is 257 bytes, longer than 256`},
 		{"a=1/s,key=" + strings.Repeat("k", 257), `limit "a=1/s,key=` + strings.Repeat("k", 70) + `"...: key is 257 bytes, longer than 256`},
@@ -171,6 +174,7 @@ func TestValidate(t *testing.T) {
 		{"space around key", func(s *Spec) { s.Key = "a " }, `key "a " starts or ends with a space`},
 		{"negative max wait", func(s *Spec) { s.MaxWait = -time.Second }, "max-wait -1s must not be negative"},
 		{"negative cost", func(s *Spec) { s.Cost = -1 }, "cost -1 must not be negative"},
+		{"negative in-flight", func(s *Spec) { s.InFlight = -1 }, "in-flight -1 must not be negative"},
 	}
 	for _, tt := range tests {
 		s := ok
@@ -192,5 +196,7 @@ func TestString(t *testing.T) {
 		Global:  &throttle.Limit{Rate: 100, Period: time.Hour, Burst: 10},
 	}
 	assert.Equal(t, "email:send=0.5/m,burst=1,key=tenant:{payload.tenant},max-wait=1.5s,cost=1,global=100/h:10", sp.String())
+	sp.InFlight = 5
+	assert.Equal(t, "email:send=0.5/m,burst=1,key=tenant:{payload.tenant},max-wait=1.5s,cost=1,global=100/h:10,in-flight=5", sp.String())
 	assert.Equal(t, "a=3/s,burst=3", Spec{Type: "a", Limit: throttle.Limit{Rate: 3, Burst: 3}}.String())
 }

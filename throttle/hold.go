@@ -1,0 +1,352 @@
+package throttle
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Concurrency is a distributed semaphore: at most Max holders of a key at
+// once, across every process that shares the store. A holder gets a *Lease,
+// which it gives back with Release; a holder whose process dies stops
+// renewing its lease, and its slot comes back when the lease runs out, so a
+// crashed worker never keeps a slot for longer than Lease.
+//
+// Concurrency is not a Policy: it bounds what is in flight, not a rate, and
+// is used through Limiter.Hold and Limiter.TryHold, not Acquire.
+//
+// The zero Lease means DefaultLease. Max must be from 1 to 1<<20, and Lease
+// from 100 ms to 24 h: a shorter lease costs a store call every Lease/3 per
+// holder, a longer one keeps a dead holder's slot longer.
+type Concurrency struct {
+	Max   int           // the most holders at once
+	Lease time.Duration // how long a slot outlives its holder's last renewal; 0 means DefaultLease
+}
+
+const (
+	// DefaultLease is the lease of a Concurrency whose Lease is 0.
+	DefaultLease = 30 * time.Second
+	// minLease and maxLease bound Concurrency.Lease.
+	minLease = 100 * time.Millisecond
+	maxLease = 24 * time.Hour
+	// maxHolders bounds Concurrency.Max.
+	maxHolders = 1 << 20
+)
+
+func (c Concurrency) lease() time.Duration {
+	if c.Lease == 0 {
+		return DefaultLease
+	}
+	return c.Lease
+}
+
+// Validate reports why c cannot be used, or nil.
+func (c Concurrency) Validate() error {
+	switch {
+	case c.Max < 1:
+		return invalidf("max %d must be at least 1", c.Max)
+	case c.Max > maxHolders:
+		return invalidf("max %d is larger than %d", c.Max, maxHolders)
+	case c.Lease < 0:
+		return invalidf("lease %v must not be negative (0 means %v)", c.Lease, DefaultLease)
+	case c.Lease != 0 && c.Lease < minLease:
+		return invalidf("lease %v is shorter than %v: it would be renewed every %v", c.Lease, minLease, c.Lease/3)
+	case c.Lease > maxLease:
+		return invalidf("lease %v is longer than %v", c.Lease, maxLease)
+	}
+	return nil
+}
+
+func (c Concurrency) String() string {
+	return fmt.Sprintf("at most %d in flight, lease %v", c.Max, c.lease())
+}
+
+// holdStore is what Hold needs of a store, beyond the sealed Store interface:
+// *RedisStore and *MemoryStore implement it (redis_hold.go, memory_hold.go),
+// held to one conformance table. Times are µs of the store's clock.
+type holdStore interface {
+	// hold takes a slot of the semaphore key under prefix for id, until now +
+	// lease, if fewer than max leases are held (see hold.lua).
+	hold(ctx context.Context, prefix, key string, max int, lease int64, id string) (holdReply, error)
+	// renew extends id's lease to now + lease; false if it had run out or was released.
+	renew(ctx context.Context, prefix, key string, lease int64, id string) (bool, error)
+	// release frees id's slot and wakes a waiter; false if it held none.
+	release(ctx context.Context, prefix, key, id string) (bool, error)
+	// waiters is where this process's blocked Holds on the store wait.
+	waiters() *waitRoom
+}
+
+// holdReply is a store's answer to hold.
+type holdReply struct {
+	granted bool
+	wait    int64 // denied: µs until enough leases run out for a slot, if none is renewed or released
+	held    int   // leases held after the call
+	now     int64 // the store's time of the decision, µs
+	expired int   // leases that had run out, removed by the call: slots freed without a release
+}
+
+// unannounced is how many of the slots left free after a grant no release
+// announced: those freed by leases that ran out. Waiters are woken for them.
+func (r holdReply) unannounced(max int) int { return min(max-r.held, r.expired) }
+
+// semKey is the store key of the semaphore name under prefix: the name's
+// hash tag is kept, so a semaphore lives in its name's Cluster slot.
+func semKey(prefix, name string) string { return redisKey(prefix, name) + ":sem" }
+
+// holdCall is one Hold: the semaphore, the lease id, and the store and
+// Limiter that own the lease (l, or FailLocal's local Limiter).
+type holdCall struct {
+	owner  *Limiter
+	hs     holdStore
+	prefix string
+	key    string
+	max    int
+	lease  time.Duration
+	id     string
+	asked  time.Time // when the latest ask began: no later than the store's grant
+}
+
+func (h *holdCall) ask(ctx context.Context) (holdReply, error) {
+	h.asked = time.Now()
+	return h.hs.hold(ctx, h.prefix, h.key, h.max, int64(h.lease/time.Microsecond), h.id)
+}
+
+// Hold takes a slot of the semaphore key under c, waiting until one is free,
+// and returns the Lease that holds it; the caller must Release it. While held,
+// the Lease renews itself every c.Lease/3 from a goroutine of its own, which
+// Release ends: the one exception to this package starting no goroutines.
+// If a renewal finds the lease gone, Lost is closed, and the holder should stop.
+//
+// A blocked Hold waits without polling: a release anywhere in the fleet
+// wakes this process's longest-waiting Hold of the key (on a RedisStore
+// through one pub/sub subscription per store, see RedisStore), and the
+// longest-waiting one also wakes when the earliest lease would run out, so
+// that the slot of a holder that died is taken over within its lease. In one
+// process, blocked Holds of a key are served in arrival order; across
+// processes, a freed slot goes to the waiter that asks first.
+//
+// The semaphore is kept under the Limiter's key prefix, apart from buckets of
+// the same name, and keeps key's Redis Cluster hash tag.
+//
+// It returns at once with an error matching ErrInvalid for an invalid c or
+// key, or a store that cannot hold slots, before any I/O; with ctx's error if
+// ctx ends while it waits; and with a store error as the Limiter's failure
+// policy says: FailClosed returns it, FailOpen returns a Lease that holds
+// nothing, and FailLocal holds a slot of this host's share of c.Max,
+// max(1, Max/hosts), in the Limiter's local store.
+func (l *Limiter) Hold(ctx context.Context, key string, c Concurrency) (*Lease, error) {
+	return l.hold(ctx, key, c, true)
+}
+
+// TryHold is Hold without the wait: if no slot is free it takes nothing and
+// returns a *LimitedError whose RetryAfter is the time until the earliest
+// lease runs out, if it is not renewed (a release may free a slot sooner).
+func (l *Limiter) TryHold(ctx context.Context, key string, c Concurrency) (*Lease, error) {
+	return l.hold(ctx, key, c, false)
+}
+
+func (l *Limiter) hold(ctx context.Context, key string, c Concurrency, wait bool) (*Lease, error) {
+	ctx, span := l.tel.tracer.Start(ctx, "throttle.Hold")
+	defer span.End()
+	h, err := l.checkHold(key, c)
+	if err != nil {
+		l.tel.outcome(ctx, key, outError)
+		span.RecordError(err)
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	lease, err := l.holdShared(ctx, h, wait)
+	if err != nil {
+		span.RecordError(err)
+	}
+	return lease, err
+}
+
+// checkHold validates a Hold before any I/O.
+func (l *Limiter) checkHold(key string, c Concurrency) (*holdCall, error) {
+	if l.err != nil {
+		return nil, l.err
+	}
+	if err := checkName(key); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	hs, ok := l.store.(holdStore)
+	if !ok {
+		return nil, invalidf("store %T cannot hold slots: use a RedisStore or a MemoryStore", l.store)
+	}
+	return &holdCall{owner: l, hs: hs, prefix: l.cfg.prefix, key: key, max: c.Max, lease: c.lease(), id: newLeaseID()}, nil
+}
+
+// holdShared holds a slot in the Limiter's store, applying the failure
+// policy as decide does; under FailLocal in fallback mode it goes straight to
+// the local store.
+func (l *Limiter) holdShared(ctx context.Context, h *holdCall, wait bool) (*Lease, error) {
+	local, probe := l.fb.begin()
+	if local {
+		return l.holdLocal(ctx, h, wait, l.fb.lastCause())
+	}
+	begun := time.Now()
+	room := h.hs.waiters()
+	if wait && !probe {
+		// Holds of this key already wait here: the key is full. Queue behind
+		// them without asking the store, and keep their order.
+		if w := room.enter(semKey(h.prefix, h.key)); w != nil {
+			return l.await(ctx, h, w, false, begun)
+		}
+	}
+	start := callStart(ctx)
+	r, err := h.ask(ctx)
+	v := judge(ctx, start, err)
+	l.fb.end(probe, v, err)
+	if err != nil {
+		return l.holdFailed(ctx, h, wait, v, err)
+	}
+	return l.answered(ctx, h, r, wait, begun)
+}
+
+// answered handles the reply to a Hold's first ask.
+func (l *Limiter) answered(ctx context.Context, h *holdCall, r holdReply, wait bool, begun time.Time) (*Lease, error) {
+	if r.granted {
+		l.tel.outcome(ctx, h.key, outGranted)
+		h.hs.waiters().granted(nil, semKey(h.prefix, h.key), r.unannounced(h.max))
+		return newLease(h), nil
+	}
+	if !wait {
+		l.tel.outcome(ctx, h.key, outDenied)
+		return nil, &LimitedError{RetryAfter: micros(r.wait)}
+	}
+	trace.SpanFromContext(ctx).AddEvent("wait")
+	w, again := h.hs.waiters().join(semKey(h.prefix, h.key), localTime(r.wait))
+	return l.await(ctx, h, w, again, begun)
+}
+
+// await waits for w's turn to ask and asks (at once if asking), until a
+// slot is granted, ctx ends, or the store fails. Nothing polls: w asks again
+// only when a release wakes it or, at the head of the queue, when the
+// earliest lease runs out.
+func (l *Limiter) await(ctx context.Context, h *holdCall, w *holdWaiter, asking bool, begun time.Time) (*Lease, error) {
+	room := h.hs.waiters()
+	for {
+		if !asking {
+			if err := room.wait(ctx, w); err != nil {
+				room.leave(w)
+				l.tel.outcome(ctx, h.key, outCanceled)
+				return nil, err
+			}
+		}
+		start := callStart(ctx)
+		r, err := h.ask(ctx)
+		if err != nil {
+			room.leave(w)
+			if ctx.Err() != nil {
+				l.forget(ctx, h)
+				l.tel.outcome(ctx, h.key, outCanceled)
+				return nil, ctx.Err()
+			}
+			v := judge(ctx, start, err)
+			l.fb.end(false, v, err)
+			return l.holdFailed(ctx, h, true, v, err)
+		}
+		if r.granted {
+			room.granted(w, semKey(h.prefix, h.key), r.unannounced(h.max))
+			l.tel.waited(ctx, h.key, time.Since(begun))
+			l.tel.outcome(ctx, h.key, outWaited)
+			return newLease(h), nil
+		}
+		// Ask again at once if a release came while it asked: the ask may have missed it.
+		asking = room.denied(w, localTime(r.wait))
+	}
+}
+
+// holdFailed applies the failure policy to a Hold whose store call failed.
+func (l *Limiter) holdFailed(ctx context.Context, h *holdCall, wait bool, v verdict, err error) (*Lease, error) {
+	l.forget(ctx, h)
+	if v == answered { // refused: a misconfiguration, not an outage
+		l.tel.outcome(ctx, h.key, outError)
+		return nil, err
+	}
+	l.tel.storeError(ctx, "hold")
+	if v == failed {
+		switch l.cfg.failure {
+		case FailOpen:
+			l.tel.failOpen.Add(ctx, 1)
+			l.tel.outcome(ctx, h.key, outFailOpen)
+			return &Lease{key: h.key, lost: make(chan struct{})}, nil
+		case FailLocal:
+			return l.holdLocal(ctx, h, wait, err)
+		}
+	}
+	l.tel.outcome(ctx, h.key, outError)
+	return nil, err
+}
+
+// forget gives back a slot that a failed or cut-short hold call may still
+// have taken (a timed-out script can run after the client gave up), bounded
+// by the refund timeout; if that fails too, the slot comes back when its
+// lease runs out, as it was never renewed.
+func (l *Limiter) forget(ctx context.Context, h *holdCall) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.refundTimeout)
+	defer cancel()
+	_, _ = h.hs.release(rctx, h.prefix, h.key, h.id)
+}
+
+// holdLocal holds a slot in FailLocal's local store, at this host's share of
+// the semaphore, standing in for the store failure cause.
+func (l *Limiter) holdLocal(ctx context.Context, h *holdCall, wait bool, cause error) (*Lease, error) {
+	n := l.fb.hosts.Hosts()
+	if n < 1 {
+		l.tel.outcome(ctx, h.key, outError)
+		return nil, fmt.Errorf("%w; local fallback: the number of hosts is unknown (%d)", cause, n)
+	}
+	loc := l.fb.local
+	hs, ok := loc.store.(holdStore)
+	if !ok { // a MemoryStore always is
+		l.tel.outcome(ctx, h.key, outError)
+		return nil, fmt.Errorf("%w; local fallback: store %T cannot hold slots", cause, loc.store)
+	}
+	lh := &holdCall{owner: loc, hs: hs, prefix: h.prefix, key: h.key, max: max(1, h.max/n), lease: h.lease, id: h.id}
+	begun := time.Now()
+	if wait {
+		if w := hs.waiters().enter(semKey(lh.prefix, lh.key)); w != nil {
+			lease, err := l.await(ctx, lh, w, false, begun)
+			return l.countLocal(ctx, lease, err)
+		}
+	}
+	r, err := lh.ask(ctx)
+	if err != nil { // a MemoryStore does not fail; should one, say so as the store's failure
+		l.tel.outcome(ctx, h.key, outError)
+		return nil, fmt.Errorf("%w; local fallback: %v", cause, err)
+	}
+	lease, err := l.answered(ctx, lh, r, wait, begun)
+	return l.countLocal(ctx, lease, err)
+}
+
+// countLocal counts a slot held by FailLocal's local store.
+func (l *Limiter) countLocal(ctx context.Context, lease *Lease, err error) (*Lease, error) {
+	if err == nil {
+		l.tel.fallback.Add(ctx, 1)
+	}
+	return lease, err
+}
+
+// localTime is the local time wait µs from now: when a store's wait, measured
+// from its reply, runs out here.
+func localTime(wait int64) time.Time { return time.Now().Add(micros(wait)) }
+
+// newLeaseID names one lease: random, so that holders never collide.
+func newLeaseID() string {
+	var b [12]byte
+	for i := range b {
+		b[i] = byte(rand.Uint32())
+	}
+	return hex.EncodeToString(b[:])
+}

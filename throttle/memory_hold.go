@@ -1,0 +1,111 @@
+package throttle
+
+import (
+	"context"
+	"slices"
+)
+
+// memSems are a MemoryStore's semaphores (Concurrency): hold.lua, renew.lua
+// and release.lua in Go, on the store's clock, and the room where the
+// store's blocked Holds wait, which a release wakes directly.
+type memSems struct {
+	leases map[string]map[string]int64 // semKey → lease id → the lease's end, µs; guarded by MemoryStore.mu
+	room   waitRoom
+}
+
+func newMemSems() *memSems {
+	return &memSems{leases: make(map[string]map[string]int64), room: waitRoom{heard: true}}
+}
+
+// live is the semaphore's leases at now, those that ran out removed (and the
+// semaphore forgotten if none is left), and how many ran out. m.mu is held.
+func (m *MemoryStore) live(name string, now int64) (map[string]int64, int) {
+	ls := m.sems.leases[name]
+	n := len(ls)
+	for id, end := range ls {
+		if end <= now {
+			delete(ls, id)
+		}
+	}
+	expired := n - len(ls)
+	if ls != nil && len(ls) == 0 {
+		delete(m.sems.leases, name)
+		return nil, expired
+	}
+	return ls, expired
+}
+
+// hold is hold.lua in Go; see that file for the contract.
+func (m *MemoryStore) hold(_ context.Context, prefix, key string, max int, lease int64, id string) (holdReply, error) {
+	name := semKey(prefix, key)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.nowMicros()
+	ls, expired := m.live(name, now)
+	_, mine := ls[id]
+	if mine || len(ls) < max {
+		if ls == nil {
+			m.sweepSems(now)
+			ls = make(map[string]int64)
+			m.sems.leases[name] = ls
+		}
+		ls[id] = now + lease
+		return holdReply{granted: true, held: len(ls), now: now, expired: expired}, nil
+	}
+	ends := make([]int64, 0, len(ls))
+	for _, end := range ls {
+		ends = append(ends, end)
+	}
+	slices.Sort(ends)
+	return holdReply{wait: ends[len(ls)-max] - now, held: len(ls), now: now, expired: expired}, nil
+}
+
+// renew is renew.lua in Go; see that file for the contract.
+func (m *MemoryStore) renew(_ context.Context, prefix, key string, lease int64, id string) (bool, error) {
+	name := semKey(prefix, key)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.nowMicros()
+	ls, _ := m.live(name, now)
+	if _, ok := ls[id]; !ok {
+		return false, nil
+	}
+	ls[id] = now + lease
+	return true, nil
+}
+
+// release is release.lua in Go; see that file for the contract. The freed
+// slot wakes the key's longest-waiting Hold.
+func (m *MemoryStore) release(_ context.Context, prefix, key, id string) (bool, error) {
+	name := semKey(prefix, key)
+	m.mu.Lock()
+	ls, _ := m.live(name, m.nowMicros())
+	_, ok := ls[id]
+	if ok {
+		delete(ls, id)
+		if len(ls) == 0 {
+			delete(m.sems.leases, name)
+		}
+	}
+	m.mu.Unlock()
+	if ok {
+		m.sems.room.notify(name)
+	}
+	return ok, nil
+}
+
+func (m *MemoryStore) waiters() *waitRoom { return &m.sems.room }
+
+// sweepSems forgets up to two semaphores whose leases have all run out:
+// amortised cleanup, as sweep does for buckets. m.mu is held.
+func (m *MemoryStore) sweepSems(now int64) {
+	i := 0
+	for name := range m.sems.leases {
+		m.live(name, now)
+		if i++; i >= 2 {
+			break
+		}
+	}
+}
+
+var _ holdStore = (*MemoryStore)(nil)

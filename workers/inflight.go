@@ -1,0 +1,118 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// This file is where a job holds its in-flight slot (Policy.InFlight): after
+// its turn, around its handler.
+
+// runHolding runs job j's handler holding one of its policy's in-flight
+// slots, if the policy bounds them; otherwise it just runs it. The job waits
+// for a slot up to its wait budget; with none by then, it goes back to the
+// queue through the same path as a job whose turn is too far off, spending
+// no retry (its turn is used up: it takes a new one when it comes back).
+func (p *Pool) runHolding(ctx context.Context, j *job) error {
+	if j.sem == "" {
+		return p.run(ctx, j)
+	}
+	lease, err := p.holdSlot(ctx, j)
+	if err != nil {
+		return p.noSlot(ctx, j, err)
+	}
+	lost, err := p.runLeased(ctx, j, lease)
+	if lost && err != nil {
+		// Its slot may be someone else's by now: the run was cut short for
+		// that, which is throttling, not a failure.
+		j.log.Warn("workers: in-flight slot lost while the handler ran; sending the job back", "err", err)
+		return p.comeBack(ctx, j, backoffDelay(j.meta.Requeues), time.Time{}, reasonInFlight)
+	}
+	return p.result(ctx, j, err)
+}
+
+// holdSlot takes an in-flight slot for job j, waiting up to its wait budget;
+// a pool that begins to stop ends the wait. With no budget left it only
+// tries.
+func (p *Pool) holdSlot(ctx context.Context, j *job) (*throttle.Lease, error) {
+	tctx, span := p.tel.tracer.Start(ctx, "workers.inflight")
+	defer span.End()
+	budget := p.budget(ctx, j)
+	if budget <= 0 {
+		return p.cfg.Limiter.TryHold(tctx, j.sem, j.rt.pol.slots)
+	}
+	wctx, cancel := context.WithTimeout(tctx, budget)
+	defer cancel()
+	stop := context.AfterFunc(p.stopCtx, cancel)
+	defer stop()
+	done := p.startWaiting(ctx, j.rt)
+	lease, err := p.cfg.Limiter.Hold(wctx, j.sem, j.rt.pol.slots)
+	done()
+	if err != nil {
+		span.RecordError(err)
+	}
+	return lease, err
+}
+
+// noSlot handles a job that got no in-flight slot.
+func (p *Pool) noSlot(ctx context.Context, j *job, err error) error {
+	var limited *throttle.LimitedError
+	switch {
+	case errors.Is(err, throttle.ErrInvalid):
+		return p.archive(ctx, j, permanent(fmt.Errorf("workers: policy %q: %w", j.rt.pol.Name, err)))
+	case ctx.Err() != nil:
+		p.outcome(ctx, j.rt, outFailed)
+		return ctx.Err()
+	case p.stopping():
+		return p.comeBack(ctx, j, shutdownDelay, time.Time{}, reasonShutdown)
+	case errors.As(err, &limited), errors.Is(err, context.DeadlineExceeded):
+		// No slot within the budget: when one comes free is anyone's guess,
+		// so the job backs off on its requeues.
+		d := backoffDelay(j.meta.Requeues)
+		if d > p.remaining(j) {
+			return p.archive(ctx, j, p.pastHorizon(j, d))
+		}
+		return p.comeBack(ctx, j, d, time.Time{}, reasonInFlight)
+	}
+	j.log.Warn("workers: limiter store unavailable; sending the job back", "err", err)
+	return p.comeBack(ctx, j, backoffDelay(j.meta.Requeues), time.Time{}, reasonStore)
+}
+
+// runLeased calls job j's handler with a context that ends if lease is lost,
+// and releases lease when the handler returns, by panic too. lost says
+// whether the lease was lost meanwhile. The goroutine that watches the lease
+// has ended when runLeased returns.
+func (p *Pool) runLeased(ctx context.Context, j *job, lease *throttle.Lease) (lost bool, err error) {
+	hctx, cancel := context.WithCancel(ctx)
+	stop, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-lease.Lost():
+			cancel()
+		case <-stop:
+		}
+	}()
+	defer func() {
+		close(stop)
+		<-watched
+		cancel()
+		// The handler's context may be over; the release gets one of its own.
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+		defer rcancel()
+		if rerr := lease.Release(rctx); rerr != nil {
+			j.log.Warn("workers: cannot release the in-flight slot; it comes back when its lease runs out", "err", rerr)
+		}
+	}()
+	err = j.rt.h.ProcessTask(hctx, j.task)
+	select {
+	case <-lease.Lost():
+		lost = true
+	default:
+	}
+	return lost, err
+}
