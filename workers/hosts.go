@@ -6,6 +6,9 @@ import (
 	"sync/atomic"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/queue"
 )
 
 // Hosts counts the worker processes of a fleet, for throttle.WithHosts under
@@ -22,15 +25,24 @@ import (
 // A Pool whose Config.Hosts is set refreshes it on every heartbeat; Refresh
 // does it by hand. Its methods are safe for concurrent use.
 type Hosts struct {
+	rdb    redis.UniversalClient
 	insp   *asynq.Inspector
 	queues map[string]bool
 	n      atomic.Int64
 }
 
 // NewHosts returns a count over the asynq servers in the Redis at r that
-// serve any of queues (none means "default"). Close releases its connection.
+// serve any of queues (none means "default"): one server, a Redis Cluster
+// or Sentinel, whose failover its connection rides out (see
+// queue.FollowFailover). Close releases its connection. Like
+// asynq.NewInspector, it panics if r makes no redis.UniversalClient.
 func NewHosts(r asynq.RedisConnOpt, queues ...string) *Hosts {
-	h := &Hosts{insp: asynq.NewInspector(r), queues: make(map[string]bool)}
+	rdb, ok := r.MakeRedisClient().(redis.UniversalClient)
+	if !ok || rdb == nil {
+		panic(fmt.Sprintf("workers: NewHosts: unsupported asynq.RedisConnOpt %T", r))
+	}
+	queue.FollowFailover(rdb)
+	h := &Hosts{rdb: rdb, insp: asynq.NewInspectorFromRedisClient(rdb), queues: make(map[string]bool)}
 	if len(queues) == 0 {
 		queues = []string{"default"}
 	}
@@ -76,4 +88,4 @@ func (h *Hosts) Refresh() error {
 }
 
 // Close releases the count's connection to Redis.
-func (h *Hosts) Close() error { return h.insp.Close() }
+func (h *Hosts) Close() error { return h.rdb.Close() }

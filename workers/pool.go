@@ -86,7 +86,10 @@ func (r *route) policyName() string {
 // NewPool checks cfg and returns a Pool that is ready for Handle. It does no
 // I/O: Start checks that the queues' Redis answers. The Pool opens its own
 // connection to cfg.Redis, closed by Shutdown, which should therefore be
-// called even if Start never was.
+// called even if Start never was. cfg.Redis may be one server
+// (asynq.RedisClientOpt), a Redis Cluster (asynq.RedisClusterClientOpt) or a
+// master behind Sentinel (asynq.RedisFailoverClientOpt); on the last two the
+// connection rides out a failover (see queue.FollowFailover).
 func NewPool(cfg Config) (*Pool, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -96,6 +99,7 @@ func NewPool(cfg Config) (*Pool, error) {
 	if !ok || rdb == nil {
 		return nil, fmt.Errorf("workers: invalid Config: Redis: unsupported asynq.RedisConnOpt %T", cfg.Redis)
 	}
+	queue.FollowFailover(rdb)
 	stopCtx, stop := context.WithCancel(context.Background())
 	p := &Pool{
 		cfg:     cfg,

@@ -29,7 +29,10 @@ with the time it was enqueued, for sluice workers to run under their limits.
 
 Flags:
   --redis URL         Redis to use (default $REDIS_URL):
-                      redis://[USER:PASSWORD@]HOST[:PORT][/DB], or rediss:// for TLS
+                      redis://[USER:PASSWORD@]HOST[:PORT][/DB], or rediss:// for TLS;
+                      a Redis Cluster: redis-cluster://HOST:PORT,HOST:PORT,...
+                      behind Sentinel: redis-sentinel://HOST:PORT,...[/DB]?master=NAME
+                      (USER:PASSWORD@ before the hosts; rediss-... for TLS)
   --type TYPE         task type, e.g. email:send or http:request (required)
   --payload JSON      task payload, a JSON document (required); for http:request
                       {"url": "...", "method": "POST", "headers": {"K": "V"}, "body": "..."}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/queue"
@@ -43,13 +42,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", prog)
 		return cli.ExitCode(err)
 	}
-	opt, _, err := cli.RedisFromURL(c.redisURL)
+	r, err := cli.ParseRedis(c.redisURL)
 	if err != nil {
 		return cli.Report(stderr, prog, err)
 	}
 
 	pingCtx, cancel := context.WithTimeout(ctx, pingTimeout)
-	err = cli.Ping(pingCtx, opt)
+	err = r.Ping(pingCtx)
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -59,7 +58,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cli.Report(stderr, prog, err)
 	}
 
-	rdb := redis.NewClient(opt)
+	// On a cluster or behind Sentinel, an enqueue waits out a failover
+	// within its callTimeout.
+	rdb := queue.FollowFailover(r.Client())
 	defer rdb.Close()
 	// The asynq client shares rdb, so it needs no closing of its own.
 	qc := queue.NewClient(asynq.NewClientFromRedisClient(rdb))

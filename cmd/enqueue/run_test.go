@@ -87,7 +87,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"--redis", dead, "--type", "http:request", "--payload", `{"url": "https://h/", "verb": "GET"}`},
 			`--payload is not a valid http:request: payload: unknown field "verb"`},
 		{[]string{"--redis", "http://worker:hunter2@cache", "--type", "a", "--payload", "{}"},
-			`Redis URL http://worker:xxxxx@cache: scheme "http" is not redis or rediss (want redis://HOST:PORT/DB)`},
+			`Redis URL http://worker:xxxxx@cache: scheme "http" is not redis, rediss, redis-cluster or redis-sentinel (want redis://HOST:PORT/DB)`},
 		{[]string{"--type", "a", "--payload", "{}"}, "no Redis: pass --redis or set REDIS_URL"},
 	}
 	for i, tt := range tests {

@@ -37,8 +37,12 @@ This binary runs two job types:
 
 Flags:
   --redis URL              queue Redis (default $REDIS_URL):
-                           redis://[USER:PASSWORD@]HOST[:PORT][/DB], or rediss:// for TLS
-  --limiter-redis URL      limiter Redis, if not the queue Redis (default: --redis)
+                           redis://[USER:PASSWORD@]HOST[:PORT][/DB], or rediss:// for TLS;
+                           a Redis Cluster: redis-cluster://HOST:PORT,HOST:PORT,...
+                           behind Sentinel: redis-sentinel://HOST:PORT,...[/DB]?master=NAME
+                           (USER:PASSWORD@ before the hosts; rediss-... for TLS)
+  --limiter-redis URL      limiter Redis, if not the queue Redis (default: --redis),
+                           in the same forms
   --concurrency N          jobs at once in this process, waiting ones included (default 10)
   --limit SPEC             a limit, repeatable:
                            TYPE=RATE/UNIT[,burst=N][,key=TEMPLATE][,max-wait=D][,cost=N][,global=RATE/UNIT[:BURST]]
@@ -69,7 +73,7 @@ Examples:
   worker --redis redis://127.0.0.1:6379/0 --limit 'http:request=50/s,burst=5'
 
   worker --redis rediss://worker:s3cret@queues.internal:6380/0 \
-    --limiter-redis redis://limits.internal:6379/1 \
+    --limiter-redis redis-cluster://limits-1.internal:6379,limits-2.internal:6379 \
     --limit 'http:request=100/m,burst=10,key=tenant:{header.sluice-key},global=1000/m' \
     --queues critical=6,default=3,low=1 --concurrency 50 \
     --failure-policy local --hosts 8 --metrics-addr 127.0.0.1:9090

@@ -190,7 +190,7 @@ func TestBadInput(t *testing.T) {
 		{with("--limits", badJSON), `limits file "` + badJSON + `": bad JSON at line 1, column 42: invalid character ']' looking for beginning of value`},
 		{with("--limits", badEntry), `limits file "` + badEntry + `", type "a": key template "t:{nope}": unknown placeholder {nope}: want {type}, {payload.<field>} or {header.<name>}`},
 
-		{[]string{"--redis", "http://worker:hunter2@cache"}, `Redis URL http://worker:xxxxx@cache: scheme "http" is not redis or rediss (want redis://HOST:PORT/DB)`},
+		{[]string{"--redis", "http://worker:hunter2@cache"}, `Redis URL http://worker:xxxxx@cache: scheme "http" is not redis, rediss, redis-cluster or redis-sentinel (want redis://HOST:PORT/DB)`},
 		{with("--limiter-redis", "redis://worker:hunter2@cache/x"), `--limiter-redis: Redis URL redis://worker:xxxxx@cache/x: database "x" is not a number from 0 up (want /DB after the host, e.g. /0)`},
 		{nil, "no Redis: pass --redis or set REDIS_URL"},
 	}

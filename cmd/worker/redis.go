@@ -7,9 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/sluicehq/sluice/internal/cli"
 )
 
@@ -17,12 +14,11 @@ import (
 const pingTimeout = 3 * time.Second
 
 // redisConfig is where the worker's two Redis are: the queues (asynq's) and
-// the limiter's buckets, which may be the same server.
+// the limiter's buckets, which may be the same server. Either may be one
+// server, a Redis Cluster or a master behind Sentinel.
 type redisConfig struct {
 	queueURL, limiterURL string
-	queue                *redis.Options
-	queueAsynq           asynq.RedisClientOpt
-	limiter              *redis.Options
+	queue, limiter       *cli.Redis
 }
 
 // same reports whether the limiter uses the queue Redis.
@@ -33,10 +29,10 @@ func (r redisConfig) same() bool { return r.queueURL == r.limiterURL }
 func redisFromConfig(c config) (redisConfig, error) {
 	r := redisConfig{queueURL: c.redisURL, limiterURL: c.limiterURL}
 	var err error
-	if r.queue, r.queueAsynq, err = cli.RedisFromURL(c.redisURL); err != nil {
+	if r.queue, err = cli.ParseRedis(c.redisURL); err != nil {
 		return r, err
 	}
-	if r.limiter, _, err = cli.RedisFromURL(c.limiterURL); err != nil {
+	if r.limiter, err = cli.ParseRedis(c.limiterURL); err != nil {
 		return r, cli.Usagef("--limiter-redis: %w", err)
 	}
 	return r, nil
@@ -47,11 +43,11 @@ func redisFromConfig(c config) (redisConfig, error) {
 // Redis at redis://HOST:PORT/DB: connection refused", or limiter. A shared
 // server is asked once, as the queue Redis.
 func (r redisConfig) ping(ctx context.Context) []error {
-	check := func(which, url string, opt *redis.Options) error {
+	check := func(which, url string, r *cli.Redis) error {
 		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 		defer cancel()
-		if err := cli.Ping(pctx, opt); err != nil {
-			return nameRedis(err, which, url, opt.Addr)
+		if err := r.Ping(pctx); err != nil {
+			return nameRedis(err, which, url, r.Addr())
 		}
 		return nil
 	}

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/httpjob"
@@ -86,19 +85,19 @@ func serve(ctx context.Context, c config, rc redisConfig, limits []limit, handle
 		m.shutdown(sctx)
 	}()
 
-	rdb := redis.NewClient(rc.limiter)
+	rdb := rc.limiter.Client()
 	defer rdb.Close()
 	store := throttle.NewRedisStore(rdb)
 	defer store.Close()
 	var hosts *workers.Hosts // --hosts auto: learned from asynq's heartbeats
 	if c.failure == throttle.FailLocal && c.hostsAuto {
-		hosts = workers.NewHosts(rc.queueAsynq, queueNames(c.queues)...)
+		hosts = workers.NewHosts(rc.queue.Asynq(), queueNames(c.queues)...)
 		defer hosts.Close()
 	}
 	lim := throttle.NewLimiter(store, limiterOptions(c, rc, log, m, hosts)...)
 
 	pool, err := workers.NewPool(workers.Config{
-		Redis:           rc.queueAsynq,
+		Redis:           rc.queue.Asynq(),
 		Limiter:         lim,
 		Concurrency:     c.concurrency,
 		Queues:          c.queues,

@@ -27,6 +27,28 @@ func ExampleRedisFromURL() {
 	// 2
 }
 
+func ExampleParseRedis() {
+	for _, url := range []string{
+		"redis://127.0.0.1:6379/0",
+		"redis-cluster://worker:s3cret@10.0.0.1:7000,10.0.0.2:7000,10.0.0.3",
+		"redis-sentinel://10.0.0.1,10.0.0.2,10.0.0.3/2?master=jobs",
+	} {
+		r, err := cli.ParseRedis(url)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Printf("%s: %T\n", r.Addr(), r.Asynq())
+	}
+	_, err := cli.ParseRedis("redis-cluster://worker:s3cret@10.0.0.1:7000/1")
+	fmt.Println(err)
+	// Output:
+	// 127.0.0.1:6379: asynq.RedisClientOpt
+	// Redis Cluster 10.0.0.1:7000,10.0.0.2:7000,10.0.0.3:6379: asynq.RedisClusterClientOpt
+	// master jobs of Sentinel 10.0.0.1:26379,10.0.0.2:26379,10.0.0.3:26379: asynq.RedisFailoverClientOpt
+	// Redis URL redis-cluster://worker:xxxxx@10.0.0.1:7000/1: a Redis Cluster has database 0 only
+}
+
 func ExampleReport() {
 	code := cli.Report(os.Stdout, "enqueue", cli.Usagef("--count %d is out of range [1, 10000000]", 0))
 	fmt.Println(code)

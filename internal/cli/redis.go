@@ -36,6 +36,11 @@ func RedisFromURL(raw string) (*redis.Options, asynq.RedisClientOpt, error) {
 	if err != nil {
 		return nil, asynq.RedisClientOpt{}, err
 	}
+	return opt, asynqOpt(opt), nil
+}
+
+// asynqOpt is asynq's RedisClientOpt for opt, with its own copy of the TLS config.
+func asynqOpt(opt *redis.Options) asynq.RedisClientOpt {
 	aopt := asynq.RedisClientOpt{
 		Network:      opt.Network,
 		Addr:         opt.Addr,
@@ -50,7 +55,7 @@ func RedisFromURL(raw string) (*redis.Options, asynq.RedisClientOpt, error) {
 	if opt.TLSConfig != nil {
 		aopt.TLSConfig = opt.TLSConfig.Clone()
 	}
-	return opt, aopt, nil
+	return aopt
 }
 
 func redisFromURL(raw string) (*redis.Options, error) {
@@ -170,19 +175,25 @@ func Ping(ctx context.Context, opt *redis.Options) error {
 	if err == nil {
 		return nil
 	}
+	return pingError(ctx, opt.Addr, timeout, err)
+}
+
+// pingError is the error of a failed ping of the Redis at addr within
+// timeout; ctx is the ping's.
+func pingError(ctx context.Context, addr string, timeout time.Duration, err error) error {
 	var rerr redis.Error
 	switch {
 	case errors.As(err, &rerr):
-		return fmt.Errorf("cannot use Redis at %s: %v", opt.Addr, err)
+		return fmt.Errorf("cannot use Redis at %s: %v", addr, err)
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 		if ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled) {
-			return fmt.Errorf("cannot reach Redis at %s: %w", opt.Addr, context.Canceled)
+			return fmt.Errorf("cannot reach Redis at %s: %w", addr, context.Canceled)
 		}
-		return fmt.Errorf("cannot reach Redis at %s: no answer within %v", opt.Addr, timeout.Round(time.Millisecond))
+		return fmt.Errorf("cannot reach Redis at %s: no answer within %v", addr, timeout.Round(time.Millisecond))
 	case errors.Is(err, context.Canceled):
-		return fmt.Errorf("cannot reach Redis at %s: %w", opt.Addr, err)
+		return fmt.Errorf("cannot reach Redis at %s: %w", addr, err)
 	}
-	return fmt.Errorf("cannot reach Redis at %s: %v", opt.Addr, rootCause(err))
+	return fmt.Errorf("cannot reach Redis at %s: %v", addr, rootCause(err))
 }
 
 func isTimeout(err error) bool {

@@ -45,11 +45,16 @@ type Cluster struct {
 // once every node reports cluster_state:ok with every slot served and every
 // replica in sync with its master. The nodes are stopped when tb finishes.
 // StartCluster fails tb, with the tail of the nodes' logs, if the cluster
-// does not come up. masters must be at least 3, as redis-cli requires.
+// does not come up.
+//
+// redis-cli wants at least 3 masters. One or two masters, without replicas,
+// are joined by hand (CLUSTER ADDSLOTSRANGE and CLUSTER MEET): a cluster of
+// one master is the baseline that a test compares more masters against.
 func StartCluster(tb testing.TB, masters, replicasPerMaster int) *Cluster {
 	tb.Helper()
-	if masters < 3 || replicasPerMaster < 0 {
-		tb.Fatalf("redistest: StartCluster(%d, %d): need at least 3 masters and no negative replica count", masters, replicasPerMaster)
+	if masters < 1 || replicasPerMaster < 0 || (masters < 3 && replicasPerMaster > 0) {
+		tb.Fatalf("redistest: StartCluster(%d, %d): need at least 1 master, no negative replica count, "+
+			"and 3 masters for replicas (redis-cli --cluster create)", masters, replicasPerMaster)
 	}
 	c := &Cluster{nodes: make([]*Server, masters*(1+replicasPerMaster))}
 	tb.Cleanup(c.stop)
@@ -69,7 +74,11 @@ func StartCluster(tb testing.TB, masters, replicasPerMaster int) *Cluster {
 		tb.Fatalf("redistest: start cluster nodes: %v", err)
 	}
 
-	if err := c.create(replicasPerMaster); err != nil {
+	create := func() error { return c.create(replicasPerMaster) }
+	if masters < 3 {
+		create = c.join
+	}
+	if err := create(); err != nil {
 		tb.Fatalf("redistest: create cluster: %v\n%s", err, c.logs())
 	}
 	if err := c.waitReady(masters); err != nil {
@@ -87,6 +96,9 @@ func clusterNodeSetup(s *Server) error {
 		"--cluster-node-timeout", strconv.FormatInt(clusterNodeTimeout.Milliseconds(), 10),
 		// Replicas sync at once instead of waiting 5 s for others to share the transfer.
 		"--repl-diskless-sync-delay", "0",
+		// A node learns its own address from the others; a cluster of one
+		// has none, and would name itself ":PORT" in CLUSTER SLOTS.
+		"--cluster-announce-ip", "127.0.0.1",
 	)
 	return nil
 }
@@ -104,6 +116,29 @@ func (c *Cluster) create(replicasPerMaster int) error {
 	out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s %s: %w\n--- redis-cli output ---\n%s", cli, strings.Join(args, " "), err, tail(out))
+	}
+	return nil
+}
+
+// join makes a cluster of masters only, without redis-cli: each node takes
+// an even share of the slots, and the first node meets the others.
+func (c *Cluster) join() error {
+	ctx, cancel := context.WithTimeout(context.Background(), clusterCreateTimeout)
+	defer cancel()
+	first := c.nodes[0].newClient()
+	defer func() { _ = first.Close() }()
+	n := len(c.nodes)
+	for i, s := range c.nodes {
+		lo, hi := i*clusterSlots/n, (i+1)*clusterSlots/n-1
+		rdb := s.newClient()
+		err := rdb.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err()
+		_ = rdb.Close()
+		if err == nil && i > 0 {
+			err = first.ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(s.port)).Err()
+		}
+		if err != nil {
+			return fmt.Errorf("%s: slots %d-%d: %w", s.Addr(), lo, hi, err)
+		}
 	}
 	return nil
 }

@@ -36,3 +36,17 @@ func TestCluster(t *testing.T) {
 	}
 	assert.Len(t, masters, 3, "30 keys spread over every master: %v", masters)
 }
+
+func TestClusterOfOneMaster(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 1, 0)
+	require.Len(t, c.Addrs(), 1)
+	rdb := c.Client(t)
+	ctx := context.Background()
+	prefix := redistest.Prefix(t)
+	for i := range 10 {
+		key := prefix + "{" + strconv.Itoa(i) + "}"
+		require.NoError(t, rdb.Set(ctx, key, i, time.Minute).Err(), "key %d", i)
+		assert.Equal(t, c.Addrs()[0], c.Master(t, key).Addr(), "key %d: the one master serves every slot", i)
+	}
+}
