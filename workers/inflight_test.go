@@ -74,7 +74,9 @@ func TestPoolInFlightAcrossPools(t *testing.T) {
 	for i := range n {
 		h.enqueue(t, queue.Task{Type: "export", Payload: []byte(strconv.Itoa(i))}, asynq.MaxRetry(0))
 	}
-	waitFor(t, 30*time.Second, "every job to run", func() bool { return g.count.Load() == n })
+	waitFor(t, 30*time.Second, "every job to run", func() bool {
+		return g.count.Load() == n && pools[0].Stats().Processed+pools[1].Stats().Processed == n
+	})
 	took := time.Since(begin)
 
 	assert.Equal(t, int64(2), g.peak.Load(), "at most InFlight handlers at once, and the slots used")
@@ -114,7 +116,8 @@ func TestPoolInFlightSendsBack(t *testing.T) {
 	for i := range n {
 		h.enqueue(t, queue.Task{Type: "report", Payload: []byte(strconv.Itoa(i))}, asynq.MaxRetry(0))
 	}
-	waitFor(t, 60*time.Second, "every job to run", func() bool { return g.count.Load() == n })
+	// The pool counts a job once its handler has returned: wait for both.
+	waitFor(t, 60*time.Second, "every job to run", func() bool { return g.count.Load() == n && p.Stats().Processed == n })
 	st := p.Stats()
 	assert.Equal(t, int64(1), g.peak.Load())
 	assert.Positive(t, st.Requeued, "jobs without a slot went back")
