@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"strconv"
 	"sync"
@@ -62,6 +63,35 @@ func TestRedisCluster(t *testing.T) {
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
 		defer cancel()
 		assert.ErrorIs(t, lim.Acquire(dctx, "wait", fast, 1), ErrLimited)
+	})
+
+	t.Run("every policy, with reservations and refunds", func(t *testing.T) {
+		prefix := redistest.Prefix(t)
+		lim := NewLimiter(NewRedisStore(rdb), WithKeyPrefix(prefix))
+		ctx := context.Background()
+		policies := []Policy{
+			FixedWindow{Max: 2, Window: time.Minute},
+			SlidingLog{Max: 2, Window: time.Minute},
+			SlidingWindow{Max: 2, Window: time.Minute, Slots: 6},
+			LeakyBucket{Rate: 1, Period: time.Minute, Capacity: 3},
+		}
+		for i, pol := range policies {
+			for j := range 10 { // keys over several slots, some with a tag of their own
+				name := fmt.Sprintf("p%d-%d", i, j)
+				if j%2 == 1 {
+					name = "{acct}:" + name
+				}
+				res, err := lim.TryAcquire(ctx, name, pol, 1)
+				require.NoError(t, err, "%v %s", pol, name)
+				assert.True(t, res.Allowed, "%v %s", pol, name)
+				// A booking into the future, cancelled: the refund's marker
+				// key must share the state key's slot.
+				r, err := lim.Reserve(ctx, name, pol, 2, time.Hour)
+				require.NoError(t, err, "%v %s", pol, name)
+				assert.Positive(t, r.Delay(), "%v %s: booked ahead", pol, name)
+				require.NoError(t, r.Cancel(ctx), "%v %s", pol, name)
+			}
+		}
 	})
 
 	t.Run("hash-tagged buckets are taken together", func(t *testing.T) {
