@@ -673,3 +673,35 @@ func TestShortDeadlineIsNotAStoreFailure(t *testing.T) {
 		assert.Equal(t, ModeShared, lim.Mode())
 	}
 }
+
+// Under every policy, fallback answers from the local store, and a
+// reservation made there is cancelled there, not in the store.
+func TestFallbackPolicies(t *testing.T) {
+	for _, p := range policies {
+		t.Run(p.String(), func(t *testing.T) {
+			clk := newFakeClock()
+			st := newFBStore(clk)
+			st.down.Store(true)
+			lim := fbLocal(st, clk, 1)
+			ctx := context.Background()
+			res, err := lim.TryAcquire(ctx, "k", p, 1)
+			require.NoError(t, err)
+			require.True(t, res.Allowed)
+			require.Equal(t, ModeFallback, lim.Mode())
+
+			r, err := lim.Reserve(ctx, "k", p, 1, -1)
+			require.NoError(t, err)
+			require.Positive(t, r.Delay())
+			booked, err := lim.TryAcquire(ctx, "k", p, 1)
+			require.NoError(t, err)
+			require.NoError(t, r.Cancel(ctx))
+			res, err = lim.TryAcquire(ctx, "k", p, 1)
+			require.NoError(t, err)
+			assert.Less(t, res.RetryAfter, booked.RetryAfter, "the slot came back")
+			again, err := lim.Reserve(ctx, "k", p, 1, -1)
+			require.NoError(t, err)
+			assert.InDelta(t, r.Delay().Seconds(), again.Delay().Seconds(), 1, "the same slot")
+			assert.Equal(t, int64(0), st.refunds.Load(), "refunded locally")
+		})
+	}
+}

@@ -65,7 +65,7 @@ func (b LeakyBucket) Validate() error {
 		return invalidf("capacity %d is larger than %d", b.Capacity, maxBurst)
 	case l.exactInterval() < 1:
 		return invalidf("rate %v per %v is faster than one token per microsecond", b.Rate, l.period())
-	case float64(l.interval())*float64(b.Capacity) > maxSpan:
+	case l.exactInterval() > maxSpan || float64(l.interval())*float64(b.Capacity) > maxSpan: // the first: beyond it, interval may overflow
 		return invalidf("rate %v per %v with capacity %d takes longer than %v to drain", b.Rate, l.period(), b.Capacity, micros(maxSpan))
 	}
 	return nil

@@ -89,6 +89,7 @@ func TestLeakyBucketInvalidBeforeIO(t *testing.T) {
 		{"huge capacity", LeakyBucket{Rate: 1e6, Capacity: maxBurst + 1}, 1, ErrInvalid},
 		{"faster than a token per microsecond", LeakyBucket{Rate: 2e6, Capacity: 1}, 1, ErrInvalid},
 		{"slower than the state can span", LeakyBucket{Rate: 1, Period: 1000 * time.Hour, Capacity: 100000}, 1, ErrInvalid},
+		{"too slow for an int64 of microseconds", LeakyBucket{Rate: 1e-20, Capacity: 1}, 1, ErrInvalid},
 		{"zero n", ok, 0, ErrInvalid},
 		{"negative n", ok, -1, ErrInvalid},
 		{"n above capacity", ok, 6, ErrTooLarge},
@@ -365,6 +366,32 @@ func TestLeakyBucketRandomAgreesAndHolds(t *testing.T) {
 				}
 			}
 			var stand []*grant
+			for _, g := range grants {
+				if !g.gone {
+					stand = append(stand, g)
+				}
+			}
+			require.NotEmpty(t, stand)
+			sort.Slice(stand, func(i, j int) bool { return stand[i].d.slot() < stand[j].d.slot() })
+			for i := 1; i < len(stand); i++ {
+				prev := stand[i-1]
+				require.GreaterOrEqual(t, stand[i].d.slot(), prev.d.slot()+int64(prev.req.one.N)*T, "turn %d starts before turn %d has gone through", i, i-1)
+			}
+		})
+	}
+}
+
+// Random calls agree on the MemoryStore, a real redis-server and miniredis,
+// whose keys expire by their TTLs (see runRandom), down to turns of 1 µs; the
+// turns that stand never overlap.
+func TestLeakyBucketRandomExpiry(t *testing.T) {
+	pols := []LeakyBucket{{Rate: 1e6, Capacity: 3}, {Rate: 1000, Capacity: 2}, {Rate: 3, Capacity: 4}}
+	for seed := uint64(1); seed <= 12; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			p := pols[int(seed)%len(pols)]
+			T := p.interval()
+			grants := runRandom(t, p, seed, T*int64(p.Capacity), true)
+			var stand []*windowGrant
 			for _, g := range grants {
 				if !g.gone {
 					stand = append(stand, g)

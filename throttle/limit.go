@@ -80,7 +80,7 @@ func (l Limit) validate() (int64, error) {
 		return 0, invalidf("rate %v per %v is faster than one token per microsecond", l.Rate, l.period())
 	}
 	t := l.interval()
-	if float64(t)*float64(l.Burst) > maxSpan {
+	if l.exactInterval() > maxSpan || float64(t)*float64(l.Burst) > maxSpan { // the first: beyond it, t may overflow
 		return 0, invalidf("rate %v per %v with burst %d takes longer than %v to fill", l.Rate, l.period(), l.Burst, time.Duration(maxSpan)*time.Microsecond)
 	}
 	return t, nil

@@ -43,6 +43,7 @@ func TestInvalidRequestsFailBeforeIO(t *testing.T) {
 		{"negative period", "k", Limit{Rate: 1, Period: -time.Second, Burst: 1}, 1, ErrInvalid},
 		{"faster than a token per microsecond", "k", Limit{Rate: 2e6, Burst: 1}, 1, ErrInvalid},
 		{"slower than the state can span", "k", Limit{Rate: 1, Period: 1000 * time.Hour, Burst: 100000}, 1, ErrInvalid},
+		{"too slow for an int64 of microseconds", "k", Limit{Rate: 1e-20, Burst: 1}, 1, ErrInvalid},
 		{"zero n", "k", ok, 0, ErrInvalid},
 		{"negative n", "k", ok, -1, ErrInvalid},
 		{"n larger than burst", "k", ok, 6, ErrTooLarge},
@@ -211,4 +212,51 @@ func TestFailurePolicy(t *testing.T) {
 	res, err := open.TryAcquire(ctx, "k", l, 1)
 	require.NoError(t, err)
 	assert.True(t, res.Allowed)
+}
+
+// policies are one of each Policy other than Limit, each granting one at
+// once and then nothing for about a minute.
+var policies = []Policy{
+	FixedWindow{Max: 1, Window: time.Minute},
+	SlidingLog{Max: 1, Window: time.Minute},
+	SlidingWindow{Max: 1, Window: time.Minute, Slots: 60},
+	LeakyBucket{Rate: 1, Period: time.Minute, Capacity: 3},
+}
+
+// Under every policy, an Acquire whose deadline comes before its slot fails
+// at once with a *LimitedError and takes nothing; one cancelled while it
+// waits gives its slot back.
+func TestAcquireUnderPolicies(t *testing.T) {
+	for _, p := range policies {
+		t.Run(p.String(), func(t *testing.T) {
+			lim := NewLimiter(NewMemoryStore(WithClock(newFakeClock())))
+			ctx := context.Background()
+			require.NoError(t, lim.Acquire(ctx, "k", p, 1))
+			before, err := lim.TryAcquire(ctx, "k", p, 1)
+			require.NoError(t, err)
+			require.False(t, before.Allowed)
+
+			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			var le *LimitedError
+			require.ErrorAs(t, lim.Acquire(dctx, "k", p, 1), &le)
+			assert.Positive(t, le.RetryAfter)
+			res, err := lim.TryAcquire(ctx, "k", p, 1)
+			require.NoError(t, err)
+			assert.Equal(t, before, res, "the deadline's Acquire took nothing")
+
+			wctx, cancelWait := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- lim.Acquire(wctx, "k", p, 1) }()
+			require.Eventually(t, func() bool {
+				res, err := lim.TryAcquire(ctx, "k", p, 1)
+				return err == nil && res != before
+			}, 5*time.Second, time.Millisecond, "the waiter holds its slot")
+			cancelWait()
+			assert.ErrorIs(t, <-done, context.Canceled)
+			res, err = lim.TryAcquire(ctx, "k", p, 1)
+			require.NoError(t, err)
+			assert.Equal(t, before, res, "the cancelled waiter's slot came back")
+		})
+	}
 }

@@ -83,8 +83,9 @@ func policyRequest(key string, p Policy, n int) (request, error) {
 	switch p := p.(type) {
 	case Limit:
 		return request{one: Bucket{Key: key, Limit: p, N: n}}, nil
-	case algo:
-		return request{one: Bucket{Key: key, N: n}, pol: p}, nil
+	case FixedWindow, SlidingLog, SlidingWindow, LeakyBucket:
+		// Values only: a pointer has their methods too, and a nil one panics in them.
+		return request{one: Bucket{Key: key, N: n}, pol: p.(algo)}, nil
 	case nil:
 		return request{one: Bucket{Key: key, N: n}}, invalidf("policy is nil")
 	}

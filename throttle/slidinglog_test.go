@@ -322,3 +322,18 @@ func TestSlidingLogLargestMax(t *testing.T) {
 		})
 	}
 }
+
+// Random calls agree on the MemoryStore, a real redis-server and miniredis,
+// whose keys expire by their TTLs (see runRandom), down to windows of 1 ms;
+// the grants that stand never put more than Max in a window.
+func TestSlidingLogRandomExpiry(t *testing.T) {
+	pols := []SlidingLog{{Max: 1, Window: time.Millisecond}, {Max: 3, Window: 2 * time.Millisecond}, {Max: 4, Window: 1234567 * time.Microsecond}}
+	for seed := uint64(1); seed <= 12; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			p := pols[int(seed)%len(pols)]
+			times := grantTimes(runRandom(t, p, seed, p.window(), true))
+			require.NotEmpty(t, times)
+			assert.LessOrEqual(t, maxInSpan(times, p.window()), p.Max, "grants in one window")
+		})
+	}
+}
