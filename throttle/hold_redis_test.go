@@ -307,3 +307,55 @@ func TestHoldRedisCluster(t *testing.T) {
 		}
 	}
 }
+
+// A Hold whose server stalls just as it begins to wait (a partition, a
+// server hung) returns when its ctx ends: it does not wait for the
+// subscription it needs, which cannot be made until the server is back.
+func TestHoldRedisStallBoundedByCtx(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	var stall atomic.Bool
+	rdb.AddHook(afterScript{func() {
+		if stall.CompareAndSwap(true, false) {
+			srv.Pause(t)
+		}
+	}})
+	store := NewRedisStore(rdb)
+	lim := NewLimiter(store)
+	ctx := context.Background()
+	c := Concurrency{Max: 1, Lease: time.Minute}
+	held, err := lim.Hold(ctx, "k", c)
+	require.NoError(t, err)
+
+	stall.Store(true) // after the next script: the Hold's denied ask
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_, err = lim.Hold(cctx, "k", c)
+	took := time.Since(start)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, took, subTimeout, "Hold returned %v after its ctx ended", took-200*time.Millisecond)
+
+	srv.Resume(t)
+	require.NoError(t, held.Release(ctx))
+	require.NoError(t, store.Close())
+}
+
+// afterScript is a hook that calls f after each script call a client makes.
+type afterScript struct{ f func() }
+
+func (h afterScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h afterScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if name := fmt.Sprint(cmd.Args()[0]); name == "evalsha" || name == "eval" {
+			h.f()
+		}
+		return err
+	}
+}
+
+func (h afterScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}

@@ -514,3 +514,220 @@ func TestHoldFailurePolicy(t *testing.T) {
 	}
 	require.NoError(t, leases[1].Release(ctx))
 }
+
+// gatedStore is a MemoryStore whose hold calls, from a context marked by
+// gated, can be stopped in flight: shut stops the next such call at a gate
+// until open, so that releases come and go while it asks.
+type gatedStore struct {
+	*MemoryStore
+	mu      sync.Mutex
+	arrived chan struct{} // closed by the next gated call as it stops; nil: none stops
+	gate    chan struct{} // closed by open: the stopped call goes on
+}
+
+type gatedKey struct{}
+
+// gated marks ctx's hold calls as ones a gatedStore may stop.
+func gated(ctx context.Context) context.Context { return context.WithValue(ctx, gatedKey{}, true) }
+
+// shut stops the next gated hold call; the channel is closed when it has stopped.
+func (g *gatedStore) shut() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.arrived, g.gate = make(chan struct{}), make(chan struct{})
+	return g.arrived
+}
+
+func (g *gatedStore) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	close(g.gate)
+}
+
+func (g *gatedStore) hold(ctx context.Context, prefix, key string, max int, lease int64, id string) (holdReply, error) {
+	if ctx.Value(gatedKey{}) != nil {
+		g.mu.Lock()
+		arrived, gate := g.arrived, g.gate
+		g.arrived = nil
+		g.mu.Unlock()
+		if arrived != nil {
+			close(arrived)
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return holdReply{}, ctx.Err()
+			}
+		}
+	}
+	return g.MemoryStore.hold(ctx, prefix, key, max, lease, id)
+}
+
+// idle reports how many Holds wait for the key, and whether none of them is
+// asking or woken to ask.
+func (r *waitRoom) idle(name string) (n int, idle bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.queues[name]
+	if q == nil {
+		return 0, true
+	}
+	for _, w := range q.ws {
+		if w.asking || w.woken {
+			return len(q.ws), false
+		}
+	}
+	return len(q.ws), true
+}
+
+// waitIdle waits until n Holds of key wait on hs, none of them asking.
+func waitIdle(t *testing.T, hs holdStore, lim *Limiter, key string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, idle := hs.waiters().idle(semKey(lim.cfg.prefix, key))
+		if got == n && idle {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d Holds of %q wait (all idle: %v), want %d idle", got, key, idle, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// waitEntered waits until the Hold got answers, or queues behind the one
+// waiter of key: it asked the store or it did not, before that waiter's ask
+// comes back.
+func waitEntered(t *testing.T, hs holdStore, lim *Limiter, key string, got <-chan holdResult) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if n, _ := hs.waiters().waiting(semKey(lim.cfg.prefix, key)); n == 2 || len(got) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the Hold neither returned nor queued")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// holdIn runs lim.Hold in a goroutine and sends what it returns.
+func holdIn(lim *Limiter, ctx context.Context, key string, c Concurrency) <-chan holdResult {
+	got := make(chan holdResult, 1)
+	go func() {
+		l, err := lim.Hold(ctx, key, c)
+		got <- holdResult{l, err}
+	}()
+	return got
+}
+
+type holdResult struct {
+	l   *Lease
+	err error
+}
+
+// requireGranted waits for a Hold started by holdIn to be granted, well
+// before the earliest lease would run out, and returns its lease.
+func requireGranted(t *testing.T, got <-chan holdResult, msg string) *Lease {
+	t.Helper()
+	select {
+	case r := <-got:
+		require.NoError(t, r.err, msg)
+		return r.l
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: a free slot went unseen; the waiter waits for the earliest lease to run out", msg)
+		return nil
+	}
+}
+
+// A waiter woken by a release, whose ask is then cut short by its ctx, passes
+// the wake on: the next waiter takes the slot at once.
+func TestHoldCancelledAskPassesWake(t *testing.T) {
+	gs := &gatedStore{MemoryStore: NewMemoryStore()}
+	lim := NewLimiter(gs)
+	ctx := context.Background()
+	c := Concurrency{Max: 1, Lease: time.Minute}
+	held, err := lim.Hold(ctx, "k", c)
+	require.NoError(t, err)
+
+	fctx, cancel := context.WithCancel(gated(ctx))
+	defer cancel()
+	first := holdIn(lim, fctx, "k", c)
+	waitIdle(t, gs, lim, "k", 1)
+	second := holdIn(lim, ctx, "k", c)
+	waitIdle(t, gs, lim, "k", 2)
+
+	arrived := gs.shut()
+	require.NoError(t, held.Release(ctx)) // wakes the first waiter, whose ask stops in flight
+	<-arrived
+	cancel()
+	assert.ErrorIs(t, (<-first).err, context.Canceled)
+	require.NoError(t, requireGranted(t, second, "the second waiter").Release(ctx))
+}
+
+// A release that every waiter of the process is already bound to look at
+// (each is asking, or woken to ask) is kept for the next Hold, which would
+// otherwise queue behind them without asking and miss the free slot.
+func TestHoldReleaseWhileAllAsk(t *testing.T) {
+	gs := &gatedStore{MemoryStore: NewMemoryStore()}
+	lim := NewLimiter(gs)
+	ctx := context.Background()
+	c := Concurrency{Max: 3, Lease: time.Minute}
+	var held []*Lease
+	for range 3 {
+		l, err := lim.Hold(ctx, "k", c)
+		require.NoError(t, err)
+		held = append(held, l)
+	}
+	first := holdIn(lim, gated(ctx), "k", c)
+	waitIdle(t, gs, lim, "k", 1)
+
+	arrived := gs.shut()
+	require.NoError(t, held[0].Release(ctx)) // wakes the first waiter, whose ask stops in flight
+	<-arrived
+	require.NoError(t, held[1].Release(ctx)) // the first waiter will ask again
+	require.NoError(t, held[2].Release(ctx)) // no waiter can take this one
+	second := holdIn(lim, ctx, "k", c)
+	waitEntered(t, gs, lim, "k", second)
+	gs.open()
+	a := requireGranted(t, first, "the first waiter")
+	b := requireGranted(t, second, "the second waiter")
+	require.NoError(t, a.Release(ctx))
+	require.NoError(t, b.Release(ctx))
+}
+
+// Slots freed by leases that ran out, which a grant finds, are not lost when
+// every waiter is already woken: the next Hold asks.
+func TestHoldExpiredWhileAllAsk(t *testing.T) {
+	clock := newFakeClock()
+	gs := &gatedStore{MemoryStore: NewMemoryStore(WithClock(clock))}
+	lim := NewLimiter(gs)
+	ctx := context.Background()
+	c := Concurrency{Max: 3, Lease: time.Minute}
+	var held []*Lease
+	for range 3 {
+		l, err := lim.Hold(ctx, "k", c)
+		require.NoError(t, err)
+		held = append(held, l)
+	}
+	first := holdIn(lim, gated(ctx), "k", c)
+	waitIdle(t, gs, lim, "k", 1)
+
+	arrived := gs.shut()
+	clock.advance(2 * time.Minute) // every lease runs out unrenewed (renewals are 20 s apart)
+	other, err := lim.TryHold(ctx, "k", c)
+	require.NoError(t, err, "three slots came free; this takes one, and wakes waiters for two")
+	<-arrived
+	second := holdIn(lim, ctx, "k", c)
+	waitEntered(t, gs, lim, "k", second)
+	gs.open()
+	a := requireGranted(t, first, "the first waiter")
+	b := requireGranted(t, second, "the second waiter")
+	for _, l := range []*Lease{a, b, other} {
+		require.NoError(t, l.Release(ctx))
+	}
+	for _, l := range held {
+		require.NoError(t, l.Release(ctx))
+	}
+}

@@ -25,14 +25,16 @@ import (
 //     published before then was not heard.
 //
 // A Hold that finds others of its process waiting for the key queues behind
-// them without asking (enter). A waiter that leaves with a wake it did not
-// use passes it on.
+// them without asking (enter), unless a freed slot is kept for it: one that
+// came when every waiter was already bound to ask. A waiter that leaves with
+// a wake it did not use, or an ask it did not finish, passes it on.
 type waitRoom struct {
 	mu     sync.Mutex
 	queues map[string]*waitQueue
 	heard  bool // releases are heard as soon as a queue exists (a MemoryStore's own)
-	// watch, if set, is called outside mu after a queue is made or removed:
-	// a RedisStore subscribes to the key's channel, or unsubscribes, to match.
+	// watch, if set, is called outside mu after a queue is made or removed,
+	// and must not block: a RedisStore has its subscription to the key's
+	// channel follow, from a goroutine of its own.
 	watch func(name string)
 }
 
@@ -41,6 +43,7 @@ type waitQueue struct {
 	ws    []*holdWaiter // in arrival order
 	ready bool          // releases of the key are heard
 	until time.Time     // when the earliest lease runs out, as the latest denied ask saw it
+	spare int           // freed slots no waiter was free to take: the next to enter asks
 }
 
 // holdWaiter is one blocked Hold. Its fields are guarded by the room's mu.
@@ -66,12 +69,18 @@ func (w *holdWaiter) poke() {
 }
 
 // enter queues a new waiter behind the key's waiters, if it has any: the key
-// is full, and the new waiter needs no ask to know it. Otherwise it returns nil.
+// is full, and the new waiter needs no ask to know it, unless a slot freed
+// meanwhile is kept for it (then it is woken). Otherwise it returns nil.
 func (r *waitRoom) enter(name string) *holdWaiter {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if q := r.queues[name]; q != nil {
-		return q.add()
+		w := q.add()
+		if q.spare > 0 {
+			q.spare--
+			w.woken = true
+		}
+		return w
 	}
 	return nil
 }
@@ -145,7 +154,9 @@ func (r *waitRoom) wait(ctx context.Context, w *holdWaiter) error {
 
 // denied records w's denied ask, which saw the earliest lease run out at
 // until, and reports whether w must ask again at once (marked asking): a
-// release came while it asked.
+// release came while it asked. Otherwise the slots kept for the next waiter
+// were freed before the ask (a slot is kept only while w would ask again),
+// and the ask saw them taken: none is kept any longer.
 func (r *waitRoom) denied(w *holdWaiter, until time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -155,6 +166,7 @@ func (r *waitRoom) denied(w *holdWaiter, until time.Time) bool {
 		w.recheck, w.woken, w.asking = false, false, true
 		return true
 	}
+	w.q.spare = 0
 	return false
 }
 
@@ -171,7 +183,8 @@ func (r *waitRoom) granted(w *holdWaiter, name string, free int) {
 		q = w.q
 		r.remove(w)
 	}
-	for ; q != nil && free > 0 && r.wakeOne(q); free-- {
+	for ; q != nil && free > 0; free-- {
+		r.wake(q)
 	}
 	r.mu.Unlock()
 	if q != nil {
@@ -180,15 +193,16 @@ func (r *waitRoom) granted(w *holdWaiter, name string, free int) {
 }
 
 // leave removes w from its queue without a grant: its ctx ended or the store
-// failed. A wake it did not use goes to the next waiter.
+// failed. A wake it did not use goes to the next waiter, and so does an ask
+// cut short, which may have been for a release.
 func (r *waitRoom) leave(w *holdWaiter) {
 	r.mu.Lock()
 	q := w.q
-	pass := w.woken || w.recheck
+	pass := w.woken || w.recheck || w.asking
 	w.woken, w.recheck, w.asking = false, false, false
 	r.remove(w)
 	if pass {
-		r.wakeOne(q)
+		r.wake(q)
 	}
 	r.mu.Unlock()
 	r.tidy(q)
@@ -241,13 +255,20 @@ func (r *waitRoom) wakeOne(q *waitQueue) bool {
 	return false
 }
 
-// notify is a release of the key: it wakes one waiter, or if all are asking,
-// makes one of them ask again.
+// notify is a release of the key: see wake.
 func (r *waitRoom) notify(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	q := r.queues[name]
-	if q == nil || r.wakeOne(q) {
+	if q := r.queues[name]; q != nil {
+		r.wake(q)
+	}
+}
+
+// wake hands a freed slot to q's waiters: it wakes one, or if none is free
+// to wake, makes an asking one ask again; if every waiter is already bound
+// to ask again, the slot is kept for the next to enter. mu is held.
+func (r *waitRoom) wake(q *waitQueue) {
+	if r.wakeOne(q) {
 		return
 	}
 	for _, w := range q.ws {
@@ -256,6 +277,7 @@ func (r *waitRoom) notify(name string) {
 			return
 		}
 	}
+	q.spare++
 }
 
 // ready says whether releases of the key are heard. Once they are, every

@@ -19,8 +19,9 @@ import (
 // Limiter.AcquireAll.
 //
 // From the first Limiter.Hold that has to wait, the store keeps one pub/sub
-// connection, and a goroutine that hands its messages to the waiting Holds,
-// until Close: call Close when done with a store that served Hold.
+// connection, and a goroutine that hands its messages to the waiting Holds
+// (and, while the keys it listens to change, one that changes them), until
+// Close: call Close when done with a store that served Hold.
 type RedisStore struct {
 	rdb   redis.UniversalClient
 	owned bool // rdb is a copy this store made and must close

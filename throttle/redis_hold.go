@@ -77,28 +77,70 @@ func (s *RedisStore) waiters() *waitRoom { return s.wake.room(s.rdb) }
 // again, since a release published meanwhile was not heard; a message lost
 // otherwise costs a waiter at most one lease, after which the earliest lease
 // runs out and the head of the queue asks anyway.
+//
+// The subscription follows the waiting room from a goroutine of the hub's,
+// which runs while there are keys to subscribe or unsubscribe: a Hold never
+// waits for a SUBSCRIBE, which a stalled server would hold up past its ctx.
 type wakeHub struct {
 	rdb  redis.UniversalClient
 	once sync.Once
 	r    waitRoom
 
-	subMu  sync.Mutex // one subscription change at a time, in the order decided
-	subbed map[string]bool
+	subbed map[string]bool // the channels subscribed to; used by the syncing goroutine only
 
-	mu     sync.Mutex
-	ps     *redis.PubSub // nil until the first waiter, and after close
-	closed bool
-	done   chan struct{} // closed when the dispatching goroutine has returned
+	mu      sync.Mutex
+	ps      *redis.PubSub // nil until the first waiter, and after close
+	closed  bool
+	done    chan struct{}   // closed when the dispatching goroutine has returned
+	changed map[string]bool // keys whose queue was made or removed since their last sync
+	syncing chan struct{}   // while the syncing goroutine runs: closed when it has returned
 }
 
 // room returns the hub's waiting room, set up on first use to subscribe through rdb.
 func (h *wakeHub) room(rdb redis.UniversalClient) *waitRoom {
 	h.once.Do(func() {
 		h.rdb = rdb
-		h.r.watch = h.sync
+		h.r.watch = h.change
 		h.subbed = make(map[string]bool)
+		h.changed = make(map[string]bool)
 	})
 	return &h.r
+}
+
+// change has the subscription follow name's queue, made or removed: it
+// notes name for the syncing goroutine, and starts it if it is not running.
+func (h *wakeHub) change(name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	h.changed[name] = true
+	if h.syncing == nil {
+		h.syncing = make(chan struct{})
+		go h.syncChanged(h.syncing)
+	}
+}
+
+// syncChanged syncs the changed keys, one at a time, until none is left or
+// the hub is closed, and then closes done.
+func (h *wakeHub) syncChanged(done chan struct{}) {
+	defer close(done)
+	for {
+		h.mu.Lock()
+		if len(h.changed) == 0 || h.closed {
+			h.syncing = nil
+			h.mu.Unlock()
+			return
+		}
+		var name string
+		for name = range h.changed {
+			break
+		}
+		delete(h.changed, name)
+		h.mu.Unlock()
+		h.sync(name)
+	}
 }
 
 // subTimeout bounds a SUBSCRIBE or UNSUBSCRIBE write. If it fails, go-redis
@@ -106,13 +148,12 @@ func (h *wakeHub) room(rdb redis.UniversalClient) *waitRoom {
 const subTimeout = time.Second
 
 // sync subscribes to name, or unsubscribes, so that the subscription matches
-// whether any Hold waits for it. Calls are serialized, and each reads the
-// latest state, so the last one leaves the subscription right. The write
-// gets a context of its own: one cut short by a caller's cancellation would
-// make go-redis drop the connection and subscribe to every channel again.
+// whether any Hold waits for it. Only the syncing goroutine calls it, after
+// each change of the key, and it reads the latest state, so the last call
+// leaves the subscription right. The write gets a context of its own: one
+// cut short would make go-redis drop the connection and subscribe to every
+// channel again.
 func (h *wakeHub) sync(name string) {
-	h.subMu.Lock()
-	defer h.subMu.Unlock()
 	ps := h.pubsub()
 	if ps == nil {
 		return
@@ -172,15 +213,21 @@ func (h *wakeHub) dispatch(ch <-chan any) {
 	}
 }
 
-// close ends the subscription and waits for its goroutine. Holds still
+// close ends the subscription and waits for the hub's goroutines (a
+// subscription change in flight is bounded by subTimeout). Holds still
 // waiting are woken to ask again, and go on waiting, if they must, on the
 // earliest lease alone.
 func (h *wakeHub) close() {
-	h.subMu.Lock()
-	defer h.subMu.Unlock()
+	h.mu.Lock()
+	h.closed = true
+	syncing := h.syncing
+	h.mu.Unlock()
+	if syncing != nil {
+		<-syncing
+	}
 	h.mu.Lock()
 	ps, done := h.ps, h.done
-	h.ps, h.closed = nil, true
+	h.ps = nil
 	h.mu.Unlock()
 	if ps != nil {
 		_ = ps.Close()

@@ -181,3 +181,23 @@ func TestPoolInFlightValidation(t *testing.T) {
 		require.NoError(t, p.Shutdown(context.Background()))
 	}
 }
+
+// A handler that panics gives its in-flight slot back at once: the slot does
+// not stay taken until its lease runs out.
+func TestPoolInFlightPanicReleases(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.config(t)
+	cfg.Limiter = fleetLimiter(t, h)
+	p, err := workers.NewPool(cfg)
+	require.NoError(t, err)
+	p.HandleFunc("crash", func(ctx context.Context, task *asynq.Task) error {
+		panic("boom")
+	}, &workers.Policy{Name: "crash", Limit: throttle.PerSecond(1000, 100), InFlight: 1, InFlightLease: time.Minute})
+	start(t, p)
+
+	id := h.enqueue(t, queue.Task{Type: "crash"}, asynq.MaxRetry(0))
+	h.waitState(t, id, asynq.TaskStateArchived, 10*time.Second)
+	n, err := h.rdb.ZCard(context.Background(), h.prefix+"{crash:inflight}:sem").Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), n, "slots held after the handler panicked")
+}

@@ -90,15 +90,16 @@ func seconds(d time.Duration) int64 {
 }
 
 // checkName reports why name cannot be a policy name: it must be a non-empty
-// Structured Field String (printable ASCII) and must not carry a Redis
-// Cluster hash tag into bucket names.
+// Structured Field String (printable ASCII), must not carry a Redis Cluster
+// hash tag into bucket names, and must not hold ':', which ends it in a
+// bucket name ("<name>:<key>"), so that no key reaches another name's bucket.
 func checkName(name string) error {
 	if name == "" || len(name) > maxPolicyNameSize {
 		return invalidf("policy name %q must be 1 to %d bytes", name, maxPolicyNameSize)
 	}
 	for i := 0; i < len(name); i++ {
-		if c := name[i]; c < 0x20 || c > 0x7e || c == '{' || c == '}' {
-			return invalidf("policy name %q must be printable ASCII without '{' or '}'", name)
+		if c := name[i]; c < 0x20 || c > 0x7e || c == '{' || c == '}' || c == ':' {
+			return invalidf("policy name %q must be printable ASCII without '{', '}' or ':'", name)
 		}
 	}
 	return nil

@@ -114,6 +114,21 @@ func TestNamesKeepBucketsApart(t *testing.T) {
 	})
 }
 
+// A key holding ':' cannot reach the bucket of another name: with "a" keyed
+// "b:c" and "a:b" keyed "c" both would be "a:b:c", so a name holds no ':'.
+func TestNamesKeepBucketsApartWhateverTheKey(t *testing.T) {
+	limit := throttle.Limit{Rate: 1, Period: time.Hour, Burst: 1}
+	keyed := func(k string) Option {
+		return WithKey(func(*http.Request) (string, error) { return k, nil })
+	}
+	lim := throttle.NewLimiter(throttle.NewMemoryStore())
+	a := New(lim, limit, WithName("a"), keyed("b:c"))
+	ab := New(lim, limit, WithName("a:b"), keyed("c"))
+	assert.Equal(t, http.StatusOK, get(a.Handler(&okHandler{}), "192.0.2.1:1").Code)
+	assert.NotEqual(t, http.StatusTooManyRequests, get(ab.Handler(&okHandler{}), "192.0.2.1:1").Code, "another name's bucket")
+	assert.ErrorIs(t, ab.Err(), throttle.ErrInvalid)
+}
+
 func TestLongAndOddKeys(t *testing.T) {
 	limit := throttle.Limit{Rate: 2, Period: time.Hour, Burst: 2}
 	byHeader := WithKey(func(r *http.Request) (string, error) { return r.Header.Get("K"), nil })
@@ -195,6 +210,7 @@ func TestMisconfigured(t *testing.T) {
 		{"cost over quota", New(lim, threePerMinute, WithCost(4))},
 		{"empty name", New(lim, threePerMinute, WithName(""))},
 		{"braces in name", New(lim, threePerMinute, WithName("{x}"))},
+		{"colon in name", New(lim, threePerMinute, WithName("a:b"))},
 		{"control in name", New(lim, threePerMinute, WithName("a\nb"))},
 		{"non-ASCII name", New(lim, threePerMinute, WithName("café"))},
 		{"long name", New(lim, threePerMinute, WithName(strings.Repeat("n", maxPolicyNameSize+1)))},

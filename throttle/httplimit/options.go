@@ -49,8 +49,8 @@ func newConfig(opts []Option) config {
 // RateLimit-Policy fields give it, and the first part of every bucket the
 // Middleware takes from, "<name>:<key>". Middlewares with different names never
 // share a bucket, even on one Limiter; give two the same name only if they
-// enforce the same policy. A name must be printable ASCII without '{' or '}';
-// otherwise the Middleware is misconfigured (see Middleware.Err).
+// enforce the same policy. A name must be printable ASCII without '{', '}'
+// or ':'; otherwise the Middleware is misconfigured (see Middleware.Err).
 func WithName(name string) Option {
 	return func(c *config) { c.name = name }
 }
