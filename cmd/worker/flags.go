@@ -45,8 +45,9 @@ Flags:
                            in the same forms
   --concurrency N          jobs at once in this process, waiting ones included (default 10)
   --limit SPEC             a limit, repeatable:
-                           TYPE=RATE/UNIT[,burst=N][,key=TEMPLATE][,max-wait=D][,cost=N][,global=RATE/UNIT[:BURST]]
-                           UNIT is s, m or h; TEMPLATE may use {type}, {payload.FIELD}, {header.NAME}
+                           TYPE=RATE/UNIT[,burst=N][,key=TEMPLATE][,max-wait=D][,cost=N][,global=RATE/UNIT[:BURST]][,in-flight=N]
+                           UNIT is s, m or h; TEMPLATE may use {type}, {payload.FIELD}, {header.NAME};
+                           in-flight=N: at most N of these jobs run at once across the fleet
   --limits FILE            JSON limits file, {"limits": [{"type": "...", "rate": "50/s", ...}]};
                            a --limit replaces the file's entry for its type
   --max-wait DURATION      how long a job may wait here for its turn before it goes
