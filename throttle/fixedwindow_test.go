@@ -267,21 +267,6 @@ func TestFixedWindowRandom(t *testing.T) {
 	}
 }
 
-// checkPolicyBeforeIO asserts that every call under p for n fails with want
-// before reaching the store.
-func checkPolicyBeforeIO(t *testing.T, p Policy, n int, want error) {
-	t.Helper()
-	store := &countingStore{Store: NewMemoryStore()}
-	lim := NewLimiter(store)
-	ctx := context.Background()
-	assert.ErrorIs(t, lim.Acquire(ctx, "k", p, n), want, "Acquire")
-	_, err := lim.TryAcquire(ctx, "k", p, n)
-	assert.ErrorIs(t, err, want, "TryAcquire")
-	_, err = lim.Reserve(ctx, "k", p, n, time.Second)
-	assert.ErrorIs(t, err, want, "Reserve")
-	assert.Equal(t, int64(0), store.calls.Load(), "store calls")
-}
-
 func TestFixedWindowInvalid(t *testing.T) {
 	ok := FixedWindow{Max: 5, Window: time.Second}
 	cases := []struct {
@@ -309,7 +294,7 @@ func TestFixedWindowInvalid(t *testing.T) {
 			if c.p != ok {
 				assert.ErrorIs(t, c.p.Validate(), ErrInvalid)
 			}
-			checkPolicyBeforeIO(t, c.p, c.n, c.is)
+			checkBeforeIO(t, "k", c.p, c.n, c.is)
 		})
 	}
 	require.NoError(t, FixedWindow{Max: 1, Window: time.Millisecond}.Validate())

@@ -52,20 +52,23 @@ func TestInvalidRequestsFailBeforeIO(t *testing.T) {
 		{"key too long", string(make([]byte, MaxKeyLen+1)), ok, 1, ErrInvalid},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			store := &countingStore{Store: NewMemoryStore()}
-			lim := NewLimiter(store)
-			ctx := context.Background()
-
-			err := lim.Acquire(ctx, c.key, c.limit, c.n)
-			assert.ErrorIs(t, err, c.is, "Acquire")
-			_, err = lim.TryAcquire(ctx, c.key, c.limit, c.n)
-			assert.ErrorIs(t, err, c.is, "TryAcquire")
-			_, err = lim.Reserve(ctx, c.key, c.limit, c.n, time.Second)
-			assert.ErrorIs(t, err, c.is, "Reserve")
-			assert.Equal(t, int64(0), store.calls.Load(), "store calls")
-		})
+		t.Run(c.name, func(t *testing.T) { checkBeforeIO(t, c.key, c.limit, c.n, c.is) })
 	}
+}
+
+// checkBeforeIO asserts that every call on key under p for n fails with want
+// before reaching the store.
+func checkBeforeIO(t *testing.T, key string, p Policy, n int, want error) {
+	t.Helper()
+	store := &countingStore{Store: NewMemoryStore()}
+	lim := NewLimiter(store)
+	ctx := context.Background()
+	assert.ErrorIs(t, lim.Acquire(ctx, key, p, n), want, "Acquire")
+	_, err := lim.TryAcquire(ctx, key, p, n)
+	assert.ErrorIs(t, err, want, "TryAcquire")
+	_, err = lim.Reserve(ctx, key, p, n, time.Second)
+	assert.ErrorIs(t, err, want, "Reserve")
+	assert.Equal(t, int64(0), store.calls.Load(), "store calls")
 }
 
 func TestBadPrefixFailsEveryCall(t *testing.T) {

@@ -22,7 +22,7 @@ func TestPolicyValuesOnly(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			checkPolicyBeforeIO(t, c.p, 1, ErrInvalid)
+			checkBeforeIO(t, "k", c.p, 1, ErrInvalid)
 		})
 	}
 }

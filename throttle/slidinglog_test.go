@@ -91,19 +91,7 @@ func TestSlidingLogInvalidBeforeIO(t *testing.T) {
 		{"n above max", ok, 6, ErrTooLarge},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			store := &countingStore{Store: NewMemoryStore()}
-			lim := NewLimiter(store)
-			ctx := context.Background()
-
-			err := lim.Acquire(ctx, "k", c.pol, c.n)
-			assert.ErrorIs(t, err, c.is, "Acquire")
-			_, err = lim.TryAcquire(ctx, "k", c.pol, c.n)
-			assert.ErrorIs(t, err, c.is, "TryAcquire")
-			_, err = lim.Reserve(ctx, "k", c.pol, c.n, time.Second)
-			assert.ErrorIs(t, err, c.is, "Reserve")
-			assert.Equal(t, int64(0), store.calls.Load(), "store calls")
-		})
+		t.Run(c.name, func(t *testing.T) { checkBeforeIO(t, "k", c.pol, c.n, c.is) })
 	}
 	assert.NoError(t, ok.Validate())
 	assert.NoError(t, SlidingLog{Max: maxLogMax, Window: time.Millisecond}.Validate())

@@ -124,7 +124,7 @@ func TestSlidingWindowInvalid(t *testing.T) {
 			if c.p != ok {
 				assert.ErrorIs(t, c.p.Validate(), ErrInvalid)
 			}
-			checkPolicyBeforeIO(t, c.p, c.n, c.is)
+			checkBeforeIO(t, "k", c.p, c.n, c.is)
 		})
 	}
 	require.NoError(t, SlidingWindow{Max: 1, Window: time.Millisecond, Slots: maxSlots}.Validate())
