@@ -153,3 +153,84 @@ func ExampleLimiter_Hold() {
 	// third slot: true
 	// third export running
 }
+
+func ExampleFixedWindow() {
+	lim := throttle.NewLimiter(throttle.NewMemoryStore())
+	// At most 3 reports per calendar hour.
+	hourly := throttle.FixedWindow{Max: 3, Window: time.Hour}
+	ctx := context.Background()
+	for range 4 {
+		res, err := lim.TryAcquire(ctx, "report", hourly, 1)
+		if err != nil {
+			fmt.Println("error:", err)
+			return
+		}
+		// RetryAfter: until the next hour starts.
+		fmt.Println(res.Allowed, res.Remaining, res.RetryAfter <= time.Hour)
+	}
+	// Output:
+	// true 2 true
+	// true 1 true
+	// true 0 true
+	// false 0 true
+}
+
+func ExampleLeakyBucket() {
+	lim := throttle.NewLimiter(throttle.NewMemoryStore())
+	// One email every 10 ms, never faster; at most 3 in the bucket.
+	pace := throttle.LeakyBucket{Rate: 100, Period: time.Second, Capacity: 3}
+	ctx := context.Background()
+
+	for range 4 {
+		r, err := lim.Reserve(ctx, "smtp", pace, 1, time.Second)
+		var le *throttle.LimitedError
+		if errors.As(err, &le) {
+			fmt.Println("full: retry after", le.RetryAfter.Round(10*time.Millisecond))
+			continue
+		}
+		fmt.Println("turn in", r.Delay().Round(10*time.Millisecond))
+	}
+	// Output:
+	// turn in 0s
+	// turn in 10ms
+	// turn in 20ms
+	// full: retry after 10ms
+}
+
+func ExampleSlidingLog() {
+	// A MemoryStore for the example; a fleet shares throttle.NewRedisStore(rdb).
+	lim := throttle.NewLimiter(throttle.NewMemoryStore())
+	// At most 2 reports in any minute, not 2 per calendar minute.
+	pol := throttle.SlidingLog{Max: 2, Window: time.Minute}
+	ctx := context.Background()
+
+	for range 3 {
+		res, _ := lim.TryAcquire(ctx, "report", pol, 1)
+		fmt.Println(res.Allowed, res.Remaining, res.RetryAfter.Round(time.Second))
+	}
+	// Output:
+	// true 1 0s
+	// true 0 0s
+	// false 0 1m0s
+}
+
+func ExampleSlidingWindow() {
+	lim := throttle.NewLimiter(throttle.NewMemoryStore())
+	// About 2 calls in any minute, counted in slots of 6 s.
+	p := throttle.SlidingWindow{Max: 2, Window: time.Minute, Slots: 10}
+	ctx := context.Background()
+	for range 3 {
+		res, err := lim.TryAcquire(ctx, "crm", p, 1)
+		if err != nil {
+			fmt.Println("error:", err)
+			return
+		}
+		// RetryAfter: about a minute, when the first two calls' slot is half
+		// out of the window, so that its weighted count is 1.
+		fmt.Println(res.Allowed, res.Remaining, res.RetryAfter < time.Minute+6*time.Second)
+	}
+	// Output:
+	// true 1 true
+	// true 0 true
+	// false 0 true
+}

@@ -400,24 +400,3 @@ func TestPolicyLoadFixedWindow(t *testing.T) {
 	require.Less(t, load.roundTripsPerGrant(), 1.2)
 	require.LessOrEqual(t, worst, 2*p.Max)
 }
-
-func ExampleFixedWindow() {
-	lim := NewLimiter(NewMemoryStore())
-	// At most 3 reports per calendar hour.
-	hourly := FixedWindow{Max: 3, Window: time.Hour}
-	ctx := context.Background()
-	for range 4 {
-		res, err := lim.TryAcquire(ctx, "report", hourly, 1)
-		if err != nil {
-			fmt.Println("error:", err)
-			return
-		}
-		// RetryAfter: until the next hour starts.
-		fmt.Println(res.Allowed, res.Remaining, res.RetryAfter <= time.Hour)
-	}
-	// Output:
-	// true 2 true
-	// true 1 true
-	// true 0 true
-	// false 0 true
-}

@@ -264,28 +264,6 @@ func TestLeakyBucketFullUnderLoad(t *testing.T) {
 	assert.GreaterOrEqual(t, used, 0.95)
 }
 
-func ExampleLeakyBucket() {
-	lim := NewLimiter(NewMemoryStore())
-	// One email every 10 ms, never faster; at most 3 in the bucket.
-	pace := LeakyBucket{Rate: 100, Period: time.Second, Capacity: 3}
-	ctx := context.Background()
-
-	for range 4 {
-		r, err := lim.Reserve(ctx, "smtp", pace, 1, time.Second)
-		var le *LimitedError
-		if errors.As(err, &le) {
-			fmt.Println("full: retry after", le.RetryAfter.Round(10*time.Millisecond))
-			continue
-		}
-		fmt.Println("turn in", r.Delay().Round(10*time.Millisecond))
-	}
-	// Output:
-	// turn in 0s
-	// turn in 10ms
-	// turn in 20ms
-	// full: retry after 10ms
-}
-
 // Random takes, cancels and pauses, on a MemoryStore and a real redis-server
 // in lockstep: both give the same answers at every step; no grant waits
 // longer than the bucket holds; and the turns that stand (granted and not

@@ -171,23 +171,6 @@ func TestPolicyLoadSlidingLog(t *testing.T) {
 	require.Less(t, load.roundTripsPerGrant(), 1.2)
 }
 
-func ExampleSlidingLog() {
-	// A MemoryStore for the example; a fleet shares NewRedisStore(rdb).
-	lim := NewLimiter(NewMemoryStore())
-	// At most 2 reports in any minute, not 2 per calendar minute.
-	pol := SlidingLog{Max: 2, Window: time.Minute}
-	ctx := context.Background()
-
-	for range 3 {
-		res, _ := lim.TryAcquire(ctx, "report", pol, 1)
-		fmt.Println(res.Allowed, res.Remaining, res.RetryAfter.Round(time.Second))
-	}
-	// Output:
-	// true 1 0s
-	// true 0 0s
-	// false 0 1m0s
-}
-
 // Random takes, cancels and pauses, on a MemoryStore and a real redis-server
 // in lockstep: both give the same answers at every step, the log never holds
 // more than Max entries, and the grants that stand (granted and not

@@ -267,27 +267,6 @@ func TestSlidingWindowWorstCase(t *testing.T) {
 	assert.Equal(t, 2*p.Max-1, maxInSpan(slots, p.window()))
 }
 
-func ExampleSlidingWindow() {
-	lim := NewLimiter(NewMemoryStore())
-	// About 2 calls in any minute, counted in slots of 6 s.
-	p := SlidingWindow{Max: 2, Window: time.Minute, Slots: 10}
-	ctx := context.Background()
-	for range 3 {
-		res, err := lim.TryAcquire(ctx, "crm", p, 1)
-		if err != nil {
-			fmt.Println("error:", err)
-			return
-		}
-		// RetryAfter: about a minute, when the first two calls' slot is half
-		// out of the window, so that its weighted count is 1.
-		fmt.Println(res.Allowed, res.Remaining, res.RetryAfter < time.Minute+6*time.Second)
-	}
-	// Output:
-	// true 1 true
-	// true 0 true
-	// false 0 true
-}
-
 // Random calls agree on every store and keep the documented bounds: exactly,
 // without cancels; with cancels (a cancelled grant leaves the set, its count
 // may stay in the key), Max per Slots whole slots and 2·Max − 1 per Window.
