@@ -45,8 +45,8 @@ var (
 	//go:embed lua/fixedwindow_refund.lua
 	fixedWindowRefundLua string
 
-	fixedWindowReserveScript = redis.NewScript(fixedWindowReserveLua)
-	fixedWindowRefundScript  = redis.NewScript(fixedWindowRefundLua)
+	fixedWindowReserveScript = newScript(fixedWindowReserveLua)
+	fixedWindowRefundScript  = newScript(fixedWindowRefundLua)
 )
 
 func (FixedWindow) isPolicy() {}

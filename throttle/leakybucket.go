@@ -110,8 +110,8 @@ var (
 	//go:embed lua/leakybucket_refund.lua
 	leakyBucketRefundLua string
 
-	leakyBucketReserveScript = redis.NewScript(leakyBucketReserveLua)
-	leakyBucketRefundScript  = redis.NewScript(leakyBucketRefundLua)
+	leakyBucketReserveScript = newScript(leakyBucketReserveLua)
+	leakyBucketRefundScript  = newScript(leakyBucketRefundLua)
 )
 
 // leakyState is one key's meter in a MemoryStore: the end of its last booked

@@ -19,9 +19,9 @@ var (
 	//go:embed lua/release.lua
 	releaseLua string
 
-	holdScript    = redis.NewScript(holdLua)
-	renewScript   = redis.NewScript(renewLua)
-	releaseScript = redis.NewScript(releaseLua)
+	holdScript    = newScript(holdLua)
+	renewScript   = newScript(renewLua)
+	releaseScript = newScript(releaseLua)
 )
 
 func (s *RedisStore) hold(ctx context.Context, prefix, key string, max int, lease int64, id string) (holdReply, error) {

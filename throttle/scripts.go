@@ -8,6 +8,10 @@ import (
 
 // One script per operation; each file's header documents its KEYS, ARGV and reply.
 var (
+	// nowLua sets `now` from ARGV[1] or Redis TIME; newScript puts it first.
+	//go:embed lua/now.lua
+	nowLua string
+
 	//go:embed lua/reserve.lua
 	reserveLua string
 	//go:embed lua/refund.lua
@@ -17,8 +21,12 @@ var (
 	//go:embed lua/cooldown_left.lua
 	cooldownLeftLua string
 
-	reserveScript      = redis.NewScript(reserveLua)
-	refundScript       = redis.NewScript(refundLua)
-	cooldownScript     = redis.NewScript(cooldownLua)
-	cooldownLeftScript = redis.NewScript(cooldownLeftLua)
+	reserveScript      = newScript(reserveLua)
+	refundScript       = newScript(refundLua)
+	cooldownScript     = newScript(cooldownLua)
+	cooldownLeftScript = newScript(cooldownLeftLua)
 )
+
+// newScript is a script that starts with now.lua, so every script reads the
+// time one way.
+func newScript(body string) *redis.Script { return redis.NewScript(nowLua + body) }

@@ -90,8 +90,8 @@ var (
 	//go:embed lua/slidinglog_refund.lua
 	slidingLogRefundLua string
 
-	slidingLogReserveScript = redis.NewScript(slidingLogReserveLua)
-	slidingLogRefundScript  = redis.NewScript(slidingLogRefundLua)
+	slidingLogReserveScript = newScript(slidingLogReserveLua)
+	slidingLogRefundScript  = newScript(slidingLogRefundLua)
 )
 
 // slidingLogState is one key's log in a MemoryStore, as the Redis list holds

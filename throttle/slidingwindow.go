@@ -78,8 +78,8 @@ var (
 	//go:embed lua/slidingwindow_refund.lua
 	slidingWindowRefundLua string
 
-	slidingWindowReserveScript = redis.NewScript(slidingWindowReserveLua)
-	slidingWindowRefundScript  = redis.NewScript(slidingWindowRefundLua)
+	slidingWindowReserveScript = newScript(slidingWindowReserveLua)
+	slidingWindowRefundScript  = newScript(slidingWindowRefundLua)
 )
 
 func (SlidingWindow) isPolicy() {}

@@ -12,13 +12,6 @@
 -- TAT = max(TAT, now + d + (burst-1)·T): one token is free at now + d, then one per T.
 -- The marker lets turns reserved before the cooldown see it (cooldown_left.lua).
 
-local now
-if ARGV[1] ~= "" then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local d, t, burst = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 
 local v = redis.call("GET", KEYS[1])

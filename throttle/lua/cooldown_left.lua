@@ -5,11 +5,6 @@
 --
 -- Reply: µs until the cooldown ends, 0 if there is none.
 
-local now = tonumber(ARGV[1])
-if not now then
-  local t = redis.call("TIME")
-  now = t[1] * 1000000 + t[2]
-end
 local ends = tonumber(redis.call("GET", KEYS[1]))
 if not ends or ends <= now then return 0 end
 return ends - now

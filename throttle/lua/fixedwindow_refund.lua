@@ -14,13 +14,6 @@
 -- once a later window has bookings, the later requests already went past it.
 -- The key keeps its TTL: the cursor does not move.
 
-local now
-if ARGV[1] ~= "" then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local slot = tonumber(ARGV[2])
 if now >= slot then return 0 end
 

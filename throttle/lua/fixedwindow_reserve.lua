@@ -21,13 +21,6 @@
 --   reset: µs until a request for Max would be granted at once.
 -- The key expires when the cursor's window ends: after that it says nothing.
 
-local now
-if ARGV[1] ~= "" then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local maxwait, n, max, W = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 
 -- floor(now / W); a quotient of integers below 2^53 never rounds onto a whole

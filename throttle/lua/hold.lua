@@ -20,13 +20,6 @@
 --              without a release, which no PUBLISH announced.
 -- The key's TTL is always the time until its last lease ends.
 
-local now
-if ARGV[1] ~= "" then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local max, lease, id = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 
 local expired = redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", now)

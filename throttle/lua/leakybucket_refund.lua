@@ -16,13 +16,6 @@
 -- refund only counts tokens, moving the TAT back here would book the next
 -- turn on top of that later one, two tokens at once.
 
-local now
-if ARGV[1] ~= "" then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local slot = tonumber(ARGV[2])
 -- All quantities are integer microseconds or tokens, so the arithmetic is exact.
 if now >= slot then return 0 end

@@ -24,13 +24,6 @@
 --   remaining: capacity - ceil(ahead / T), the tokens that would fit now;
 --   reset: µs until the bucket is empty.
 
-local now
-if ARGV[1] ~= "" then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local maxwait = tonumber(ARGV[2])
 local n, t, capacity = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 

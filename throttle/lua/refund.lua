@@ -15,13 +15,6 @@
 -- a faster one may have refilled past this reservation long before the slot.)
 -- A TAT at or before now means a full bucket (the key is deleted).
 
-local now
-if ARGV[1] ~= "" then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local slot = tonumber(ARGV[2])
 -- All quantities are integer microseconds or tokens, so the arithmetic is exact.
 if now >= slot then return 0 end

@@ -12,14 +12,6 @@
 -- too), which wakes a blocked Hold of the key in each process that has one.
 -- Removing members never creates the key, so its TTL stays.
 
-local now
-if ARGV[1] ~= "" then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-
 redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", now)
 if redis.call("ZREM", KEYS[1], ARGV[2]) == 0 then return 0 end
 redis.call("PUBLISH", KEYS[1], "1")

@@ -9,13 +9,6 @@
 -- released: it is lost, and its slot may be someone else's. A lost lease is
 -- never brought back. The key's TTL is always the time until its last lease ends.
 
-local now
-if ARGV[1] ~= "" then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local lease, id = tonumber(ARGV[2]), ARGV[3]
 
 redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", now)

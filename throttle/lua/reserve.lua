@@ -15,13 +15,6 @@
 --   granted 0: nothing changed; `wait` is the RetryAfter; tat_i are 0.
 --   remaining: the fewest tokens left in any bucket; reset: µs until all are full.
 
-local now
-if ARGV[1] ~= "" then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local maxwait = tonumber(ARGV[2])
 
 local k = #KEYS

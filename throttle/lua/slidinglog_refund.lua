@@ -24,13 +24,6 @@
 -- next caller asking as much as the last booking cancelled gets its slot or an
 -- earlier one. The marker key expires 1 s after the slot.
 
-local now
-if ARGV[1] ~= "" then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local slot = tonumber(ARGV[2])
 -- All quantities are integer microseconds or tokens, so the arithmetic is exact.
 if now >= slot then return 0 end

@@ -28,13 +28,6 @@
 -- that true when a refund moves the list's end back). The key expires when its
 -- last entry leaves the window.
 
-local now
-if ARGV[1] ~= "" then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local maxwait = tonumber(ARGV[2])
 local n, max, window = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local key = KEYS[1]

@@ -14,13 +14,6 @@
 -- n comes off its slot's count if the key still keeps that slot; a count that
 -- reaches 0 is removed. The latest booked slot and the key's TTL stay.
 
-local now
-if ARGV[1] ~= "" then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local slot = tonumber(ARGV[2])
 if now >= slot then return 0 end
 

@@ -28,13 +28,6 @@
 --   reset: µs until a request for Max would be granted at once.
 -- The key expires at the end of slot b+S, when its last count leaves every window.
 
-local now
-if ARGV[1] ~= "" then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local maxwait, n, max, L, S = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 
 -- a/b rounded down and up, for integers below 2^53 (b > 0). Such a quotient
