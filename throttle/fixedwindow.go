@@ -46,7 +46,7 @@ var (
 	fixedWindowRefundLua string
 
 	fixedWindowReserveScript = newScript(fixedWindowReserveLua)
-	fixedWindowRefundScript  = newScript(fixedWindowRefundLua)
+	fixedWindowRefundScript  = newRefundScript(fixedWindowRefundLua)
 )
 
 func (FixedWindow) isPolicy() {}

@@ -111,7 +111,7 @@ var (
 	leakyBucketRefundLua string
 
 	leakyBucketReserveScript = newScript(leakyBucketReserveLua)
-	leakyBucketRefundScript  = newScript(leakyBucketRefundLua)
+	leakyBucketRefundScript  = newRefundScript(leakyBucketRefundLua)
 )
 
 // leakyState is one key's meter in a MemoryStore: the end of its last booked

@@ -56,7 +56,11 @@ func (l Limit) Quota() (int, time.Duration) {
 //	         ARGV[4] handle, ARGV[5..] args()
 //	         reply 1 if applied now, 0 if the slot has passed or it was applied before
 //
-// The memory side mirrors them on a per-key state value that the algo owns.
+// Every script starts with now.lua (newScript), which sets `now`; a refund
+// script also with refund_guard.lua (newRefundScript), which returns 0 past the
+// slot or on a second try, so the algo's refund body only gives back. The
+// memory side mirrors them on a per-key state value that the algo owns, and
+// MemoryStore keeps the markers.
 type algo interface {
 	Policy
 	// check validates the policy and a request for n of it; an n that could

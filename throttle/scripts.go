@@ -11,6 +11,9 @@ var (
 	// nowLua sets `now` from ARGV[1] or Redis TIME; newScript puts it first.
 	//go:embed lua/now.lua
 	nowLua string
+	// refundGuardLua is the slot check and marker of a policy's refund.
+	//go:embed lua/refund_guard.lua
+	refundGuardLua string
 
 	//go:embed lua/reserve.lua
 	reserveLua string
@@ -30,3 +33,9 @@ var (
 // newScript is a script that starts with now.lua, so every script reads the
 // time one way.
 func newScript(body string) *redis.Script { return redis.NewScript(nowLua + body) }
+
+// newRefundScript is a policy's refund script (the algo contract in
+// policy.go): now.lua, refund_guard.lua, then body.
+func newRefundScript(body string) *redis.Script {
+	return redis.NewScript(nowLua + refundGuardLua + body)
+}

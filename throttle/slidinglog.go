@@ -91,7 +91,7 @@ var (
 	slidingLogRefundLua string
 
 	slidingLogReserveScript = newScript(slidingLogReserveLua)
-	slidingLogRefundScript  = newScript(slidingLogRefundLua)
+	slidingLogRefundScript  = newRefundScript(slidingLogRefundLua)
 )
 
 // slidingLogState is one key's log in a MemoryStore, as the Redis list holds

@@ -79,7 +79,7 @@ var (
 	slidingWindowRefundLua string
 
 	slidingWindowReserveScript = newScript(slidingWindowReserveLua)
-	slidingWindowRefundScript  = newScript(slidingWindowRefundLua)
+	slidingWindowRefundScript  = newRefundScript(slidingWindowRefundLua)
 )
 
 func (SlidingWindow) isPolicy() {}

@@ -14,12 +14,6 @@
 -- once a later window has bookings, the later requests already went past it.
 -- The key keeps its TTL: the cursor does not move.
 
-local slot = tonumber(ARGV[2])
-if now >= slot then return 0 end
-
-local ttl = math.ceil((slot - now) / 1000) + 1000
-if not redis.call("SET", KEYS[2], "1", "NX", "PX", ttl) then return 0 end
-
 local n, window, W = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
 local st = redis.call("HMGET", KEYS[1], "w", "c", "W")
 local w, c = tonumber(st[1]), tonumber(st[2])

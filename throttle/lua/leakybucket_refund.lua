@@ -16,13 +16,6 @@
 -- refund only counts tokens, moving the TAT back here would book the next
 -- turn on top of that later one, two tokens at once.
 
-local slot = tonumber(ARGV[2])
--- All quantities are integer microseconds or tokens, so the arithmetic is exact.
-if now >= slot then return 0 end
-
-local ttl = math.ceil((slot - now) / 1000) + 1000
-if not redis.call("SET", KEYS[2], "1", "NX", "PX", ttl) then return 0 end
-
 local n, mine, t = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local v = redis.call("GET", KEYS[1])
 if v and tonumber(v) == mine then

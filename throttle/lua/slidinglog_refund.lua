@@ -24,13 +24,6 @@
 -- next caller asking as much as the last booking cancelled gets its slot or an
 -- earlier one. The marker key expires 1 s after the slot.
 
-local slot = tonumber(ARGV[2])
--- All quantities are integer microseconds or tokens, so the arithmetic is exact.
-if now >= slot then return 0 end
-
-local ttl = math.ceil((slot - now) / 1000) + 1000
-if not redis.call("SET", KEYS[2], "1", "NX", "PX", ttl) then return 0 end
-
 local key = KEYS[1]
 local n, t, window = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
 local first = redis.call("LINDEX", key, 0)

@@ -14,12 +14,6 @@
 -- n comes off its slot's count if the key still keeps that slot; a count that
 -- reaches 0 is removed. The latest booked slot and the key's TTL stay.
 
-local slot = tonumber(ARGV[2])
-if now >= slot then return 0 end
-
-local ttl = math.ceil((slot - now) / 1000) + 1000
-if not redis.call("SET", KEYS[2], "1", "NX", "PX", ttl) then return 0 end
-
 local n, j, L = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
 if tonumber(redis.call("HGET", KEYS[1], "L")) == L then
   local c = tonumber(redis.call("HGET", KEYS[1], j))
