@@ -25,9 +25,10 @@ type rates struct {
 }
 
 type policyRate struct {
-	name  string
-	limit throttle.Limit
-	runs  atomic.Int64
+	name   string
+	limit  throttle.Limit
+	perKey bool // the limit is per derived key (a key template): the rate is over all keys
+	runs   atomic.Int64
 
 	last   int64 // runs at the previous snapshot
 	lastAt time.Time
@@ -37,7 +38,7 @@ func newRates(now time.Time) *rates { return &rates{start: now} }
 
 // counted returns h counting its runs under the policy pol.
 func (r *rates) counted(h asynq.Handler, pol *workers.Policy) asynq.Handler {
-	pr := &policyRate{name: pol.Name, limit: pol.Limit, lastAt: r.start}
+	pr := &policyRate{name: pol.Name, limit: pol.Limit, perKey: pol.Key != nil, lastAt: r.start}
 	r.policies = append(r.policies, pr)
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		pr.runs.Add(1)
@@ -47,7 +48,8 @@ func (r *rates) counted(h asynq.Handler, pol *workers.Policy) asynq.Handler {
 
 // snapshot describes each policy's rate since the previous snapshot (or
 // since start), "http:request 49.8/s of 50/s, email:send 98.0/m of 100/m",
-// in the unit of its limit.
+// in the unit of its limit; a policy with a key per tenant says
+// "export 120.0/s over all keys, 50/s per key".
 func (r *rates) snapshot(now time.Time) string {
 	parts := make([]string, 0, len(r.policies))
 	for _, p := range r.policies {
@@ -77,7 +79,11 @@ func (p *policyRate) describe(runs int64, over time.Duration) string {
 		achieved = float64(runs) / over.Seconds() * period.Seconds()
 	}
 	unit := unitOf(period)
-	return fmt.Sprintf("%s %.1f/%s of %s/%s", p.name, achieved, unit, strconv.FormatFloat(p.limit.Rate, 'f', -1, 64), unit)
+	limit := strconv.FormatFloat(p.limit.Rate, 'f', -1, 64)
+	if p.perKey {
+		return fmt.Sprintf("%s %.1f/%s over all keys, %s/%s per key", p.name, achieved, unit, limit, unit)
+	}
+	return fmt.Sprintf("%s %.1f/%s of %s/%s", p.name, achieved, unit, limit, unit)
 }
 
 // unitOf writes a limit's period as limit specs do: s, m or h.

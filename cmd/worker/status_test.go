@@ -45,6 +45,14 @@ func TestRates(t *testing.T) {
 	}
 	assert.Equal(t, "http:request 49.8/s of 50/s, email:send 45.0/m of 100/m, odd 0.2/s of 0.5/s", r.total(t0.Add(4*time.Second)))
 	assert.Equal(t, "", newRates(t0).snapshot(t0), "no limits, no rates")
+
+	// A limit per key: the runs are over all keys, so they are not "of" it.
+	key, err := workers.KeyTemplate("{payload.tenant}")
+	require.NoError(t, err)
+	r = newRates(t0)
+	perTenant := r.counted(nop, &workers.Policy{Name: "export", Limit: throttle.PerSecond(50, 5), Key: key})
+	runs(perTenant, 240)
+	assert.Equal(t, "export 120.0/s over all keys, 50/s per key", r.snapshot(t0.Add(2*time.Second)))
 }
 
 func TestStatusAttrs(t *testing.T) {
