@@ -266,7 +266,7 @@ func TestRunSleep(t *testing.T) {
 	}
 	out := stderr.String()
 	assert.Contains(t, out, `"msg":"limit \"email:send=1/s\": this worker has no handler for type \"email:send\"`)
-	assert.Regexp(t, `"msg":"worker stopped","processed":2,"failed":1,"requeued":0,"cooldowns":0,"archived":0,"waiting":0,"rates":"sleep \d+\.\d/s of 100/s","limiter":"shared"}\n$`, out)
+	assert.Regexp(t, `"msg":"worker stopped","processed":2,"failed":1,"requeued":0,"cooldowns":0,"archived":0,"waiting":0,"rates":"sleep \d+\.\d/s over all keys, 100/s per key","limiter":"shared"}\n$`, out)
 }
 
 func get(t *testing.T, url string) (int, string) {
