@@ -67,6 +67,8 @@ Flags:
   --hosts N|auto           worker processes in the fleet, for --failure-policy local;
                            auto counts them from asynq's heartbeats in the queue Redis
   --http-timeout D         timeout of one http:request job (default 30s)
+  --http-hosts LIST        the only hosts http:request jobs may call, "api.example.com,10.0.0.7";
+                           others, and redirects to them, are archived (default: any host)
   --log-format F           text or json (default text)
   --log-level L            debug, info, warn or error (default info)
 
@@ -103,6 +105,7 @@ type config struct {
 	hosts           int // 0 when --hosts is not given or is auto
 	hostsAuto       bool
 	httpTimeout     time.Duration
+	httpHosts       []string
 	logFormat       string
 	logLevel        slog.Level
 
@@ -145,6 +148,8 @@ func parseFlags(args []string) (config, error) {
 	var hosts string
 	fs.StringVar(&hosts, "hosts", "", "")
 	fs.DurationVar(&c.httpTimeout, "http-timeout", 30*time.Second, "")
+	var httpHosts string
+	fs.StringVar(&httpHosts, "http-hosts", "", "")
 	fs.StringVar(&format, "log-format", "text", "")
 	fs.StringVar(&level, "log-level", "info", "")
 	if err := fs.Parse(args); err != nil {
@@ -184,6 +189,9 @@ func parseFlags(args []string) (config, error) {
 		if err := positive(d.name, d.v); err != nil {
 			return config{}, err
 		}
+	}
+	if c.httpHosts, err = parseHosts(httpHosts); err != nil {
+		return config{}, cli.Usagef("--http-hosts %q: %w", httpHosts, err)
 	}
 	if c.queues, err = parseQueues(queues); err != nil {
 		return config{}, cli.Usagef("--queues %q: %w", queues, err)
@@ -308,4 +316,29 @@ func parseFailurePolicy(s string) (throttle.FailurePolicy, error) {
 // printUsage writes the usage text to w.
 func printUsage(w io.Writer) {
 	fmt.Fprint(w, usage)
+}
+
+// parseHosts reads --http-hosts: host names or addresses, comma-separated,
+// without scheme, port or path; "" means any host.
+func parseHosts(list string) ([]string, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, nil
+	}
+	var hosts []string
+	for _, h := range strings.Split(list, ",") {
+		h = strings.TrimSpace(h)
+		switch {
+		case h == "":
+			return nil, errors.New("an empty host")
+		case strings.ContainsAny(h, "/:@?# ") && !isIPv6(h):
+			return nil, fmt.Errorf("%q is not a host name or address (no scheme, port or path)", h)
+		}
+		hosts = append(hosts, strings.Trim(h, "[]"))
+	}
+	return hosts, nil
+}
+
+func isIPv6(h string) bool {
+	ip := net.ParseIP(strings.Trim(h, "[]"))
+	return ip != nil && ip.To4() == nil
 }

@@ -136,6 +136,26 @@ func TestParseQueues(t *testing.T) {
 	}
 }
 
+func TestParseHosts(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want []string
+	}{
+		{"", nil},
+		{"api.example.com", []string{"api.example.com"}},
+		{" a.example.com , 10.0.0.7 ,[::1]", []string{"a.example.com", "10.0.0.7", "::1"}},
+		{"fe80::1", []string{"fe80::1"}},
+	} {
+		got, err := parseHosts(tt.in)
+		require.NoError(t, err, "%q", tt.in)
+		assert.Equal(t, tt.want, got, "%q", tt.in)
+	}
+	for _, bad := range []string{"api.example.com:443", "api.example.com/v1", "user@host", "a,,b"} {
+		_, err := parseHosts(bad)
+		assert.Error(t, err, "%q", bad)
+	}
+}
+
 // Bad usage and input are reported before any Redis call: the Redis given
 // is not running, and the error is about the input, not about Redis.
 func TestBadInput(t *testing.T) {
@@ -160,6 +180,8 @@ func TestBadInput(t *testing.T) {
 		{with("--horizon", "-1h"), "--horizon -1h0m0s must be positive"},
 		{with("--shutdown-timeout", "0s"), "--shutdown-timeout 0s must be positive"},
 		{with("--http-timeout", "0s"), "--http-timeout 0s must be positive"},
+		{with("--http-hosts", "https://api.example.com"), `--http-hosts "https://api.example.com": "https://api.example.com" is not a host name or address (no scheme, port or path)`},
+		{with("--http-hosts", "a.example.com,,b"), `--http-hosts "a.example.com,,b": an empty host`},
 		{with("--status-interval", "-1s"), "--status-interval -1s must not be negative (0 turns the status line off)"},
 		{with("--queues", "a=0"), `--queues "a=0": queue "a": priority "0" is not a whole number from 1 up`},
 		{with("--key-prefix", "{app}:"), `--key-prefix "{app}:" must not contain '{' or '}' (they would move keys between Redis Cluster slots)`},

@@ -200,7 +200,7 @@ func queueNames(queues map[string]int) []string {
 // builtinHandlers are the job types this binary runs, by task type.
 func builtinHandlers(c config) map[string]asynq.Handler {
 	return map[string]asynq.Handler{
-		httpjob.TaskType: &httpjob.Handler{Client: &http.Client{Timeout: c.httpTimeout}},
+		httpjob.TaskType: &httpjob.Handler{Client: &http.Client{Timeout: c.httpTimeout}, Hosts: c.httpHosts},
 		sleepType:        asynq.HandlerFunc(sleepJob),
 	}
 }

@@ -2,6 +2,7 @@ package httpjob
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -40,7 +41,29 @@ type Handler struct {
 	Client *http.Client
 	// Now is the clock a Retry-After date is measured against; nil means time.Now.
 	Now func() time.Time
+	// Hosts, if not empty, are the only hosts a job may call (names or
+	// addresses, compared without case and without the port). A job for any
+	// other host, or a redirect to one, is archived with the reason: whoever
+	// can enqueue cannot make the worker call an internal address.
+	Hosts []string
 }
+
+// allowed reports whether the Handler may call u's host.
+func (h *Handler) allowed(u *url.URL) bool {
+	if len(h.Hosts) == 0 {
+		return true
+	}
+	host := u.Hostname()
+	for _, a := range h.Hosts {
+		if strings.EqualFold(a, host) {
+			return true
+		}
+	}
+	return false
+}
+
+// errHostNotAllowed is the reason a request or redirect to a host not in Hosts fails.
+var errHostNotAllowed = errors.New("host is not in the worker's allowed hosts")
 
 // ProcessTask runs the http:request job t under ctx. It returns
 //
@@ -73,6 +96,9 @@ func (h *Handler) do(ctx context.Context, r Request) error {
 		return fmt.Errorf("%s: bad payload: url: %v: %w", TaskType, err, asynq.SkipRetry)
 	}
 	what := r.Method + " " + safeURL(u)
+	if !h.allowed(u) {
+		return fmt.Errorf("%s: %s: %w: %w", TaskType, what, errHostNotAllowed, asynq.SkipRetry)
+	}
 	var body io.Reader
 	if r.Body != "" {
 		body = strings.NewReader(r.Body)
@@ -89,11 +115,31 @@ func (h *Handler) do(ctx context.Context, r Request) error {
 	if client == nil {
 		client = defaultClient
 	}
+	if len(h.Hosts) > 0 {
+		c := *client
+		next := c.CheckRedirect
+		c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+			if !h.allowed(req.URL) {
+				return fmt.Errorf("redirect to %s: %w", safeURL(req.URL), errHostNotAllowed)
+			}
+			if next != nil {
+				return next(req, via)
+			}
+			if len(via) >= 10 {
+				return errors.New("stopped after 10 redirects")
+			}
+			return nil
+		}
+		client = &c
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		// The error names the URL with its query; say it our way instead.
 		if ue, ok := err.(*url.Error); ok {
 			err = ue.Err
+		}
+		if errors.Is(err, errHostNotAllowed) {
+			return fmt.Errorf("%s: %s: %w: %w", TaskType, what, err, asynq.SkipRetry)
 		}
 		return fmt.Errorf("%s: %s: %w", TaskType, what, err)
 	}

@@ -334,3 +334,41 @@ func TestHandlerConcurrent(t *testing.T) {
 	}
 	assert.Equal(t, int32(50), hits.Load())
 }
+
+// With Hosts set, a job for another host is archived without a request, and
+// so is a redirect to one; a job for an allowed host goes through.
+func TestHandlerAllowedHosts(t *testing.T) {
+	var calls atomic.Int64
+	inner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer inner.Close()
+	// The same server under another name: "localhost" is allowed, 127.0.0.1 is not.
+	named := strings.Replace(inner.URL, "127.0.0.1", "localhost", 1)
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, inner.URL+"/internal", http.StatusFound)
+	}))
+	defer redirect.Close()
+	redirectNamed := strings.Replace(redirect.URL, "127.0.0.1", "LocalHost", 1)
+
+	h := &Handler{Hosts: []string{"localhost"}}
+	ctx := context.Background()
+
+	require.NoError(t, h.ProcessTask(ctx, task(t, Request{URL: named + "/ok"})))
+	assert.Equal(t, int64(1), calls.Load(), "an allowed host is called")
+
+	err := h.ProcessTask(ctx, task(t, Request{URL: inner.URL + "/admin"}))
+	require.Error(t, err)
+	assert.ErrorIs(t, err, asynq.SkipRetry, "archived, not retried")
+	assert.ErrorIs(t, err, errHostNotAllowed)
+	assert.Equal(t, int64(1), calls.Load(), "no request to a host not allowed")
+
+	err = h.ProcessTask(ctx, task(t, Request{URL: redirectNamed + "/go"}))
+	require.Error(t, err)
+	assert.ErrorIs(t, err, asynq.SkipRetry, "a redirect out of the allowed hosts is archived")
+	assert.ErrorIs(t, err, errHostNotAllowed)
+	assert.Equal(t, int64(1), calls.Load(), "the redirect was not followed")
+
+	require.NoError(t, (&Handler{}).ProcessTask(ctx, task(t, Request{URL: inner.URL})), "no Hosts: any host")
+}
