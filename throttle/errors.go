@@ -13,7 +13,8 @@ var (
 	ErrUnavailable = errors.New("throttle: store unavailable")
 	// ErrInvalid matches an *InvalidError: the request can never succeed as asked.
 	ErrInvalid = errors.New("throttle: invalid request")
-	// ErrTooLarge matches an *InvalidError for n larger than the bucket's Burst.
+	// ErrTooLarge matches an *InvalidError for n larger than the policy's
+	// Burst, Max or Capacity: it could never be granted.
 	ErrTooLarge = errors.New("throttle: n larger than burst")
 	// ErrCrossSlot is returned when buckets acquired together do not share a Redis
 	// Cluster hash tag. It also matches ErrInvalid.
@@ -40,7 +41,7 @@ func (e *LimitedError) Is(target error) bool { return target == ErrLimited }
 // A refusal is a misconfiguration, not an outage: no failure policy grants
 // through it, so FailOpen and FailLocal fail closed on it.
 type StoreError struct {
-	Op  string // "reserve", "refund", "cooldown"
+	Op  string // "reserve", "refund", "cooldown", "hold", "renew", "release"
 	Err error
 
 	refused bool

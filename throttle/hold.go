@@ -118,7 +118,8 @@ func (h *holdCall) ask(ctx context.Context) (holdReply, error) {
 // Hold takes a slot of the semaphore key under c, waiting until one is free,
 // and returns the Lease that holds it; the caller must Release it. While held,
 // the Lease renews itself every c.Lease/3 from a goroutine of its own, which
-// Release ends: the one exception to this package starting no goroutines.
+// Release ends. That, and a RedisStore's pub/sub reader while Holds wait
+// (ended by Close), are the exceptions to this package starting no goroutines.
 // If a renewal finds the lease gone, Lost is closed, and the holder should stop.
 //
 // A blocked Hold waits without polling: a release anywhere in the fleet

@@ -9,8 +9,8 @@ import (
 // Lease is a slot of a Concurrency semaphore, held from Hold until Release.
 //
 // While it is held, the Lease renews itself every Lease/3 from a goroutine
-// that Hold starts and Release ends (and waits for): the one goroutine this
-// package starts on a caller's behalf. If the holder's process dies the
+// that Hold starts and Release ends (and waits for); besides it, only a
+// RedisStore's pub/sub reader runs in this package, while Holds wait. If the holder's process dies the
 // renewals stop and the slot comes back once the lease runs out. If a renewal
 // finds the lease gone (it ran out during a long GC pause or a partition, and
 // the slot may have gone to another holder), or the store cannot confirm it

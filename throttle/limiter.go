@@ -11,7 +11,7 @@ import (
 // several buckets at once, all or nothing.
 //
 // A Limiter holds no bucket state of its own, except the local buckets of
-// FailLocal, and starts no goroutines; it is safe for concurrent use, and cheap
+// FailLocal, and starts no goroutines (but see Hold); it is safe for concurrent use, and cheap
 // enough to share one per process.
 type Limiter struct {
 	store Store

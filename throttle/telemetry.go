@@ -53,7 +53,7 @@ func newTelemetry(c config) *telemetry {
 		metric.WithDescription("Time a granted call slept until its slot."), metric.WithUnit("s"),
 		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
 	t.refunds, _ = m.Int64Counter("sluice.throttle.refunds",
-		metric.WithDescription("Reservations whose tokens went back to the bucket."), metric.WithUnit("{reservation}"))
+		metric.WithDescription("Cancelled reservations whose refund the store processed (at most once each; a policy may give nothing back)."), metric.WithUnit("{reservation}"))
 	t.errors, _ = m.Int64Counter("sluice.throttle.store.errors",
 		metric.WithDescription("Store calls that failed."), metric.WithUnit("{error}"))
 	t.cooldowns, _ = m.Int64Counter("sluice.throttle.cooldowns",

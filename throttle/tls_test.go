@@ -24,6 +24,20 @@ var limiterACL = []string{
 	"+evalsha", "+eval", "+get", "+set", "+del", "+time",
 }
 
+// policiesACL adds to limiterACL what the other policies and Hold need: their
+// scripts' hash, list and sorted-set commands, and Hold's wake-up channel
+// (PUBLISH in release.lua, SUBSCRIBE by the store; channels are named like the
+// semaphore's key, so the key prefix covers them). docs/redis-deployment.md
+// quotes them too.
+var policiesACL = []string{
+	"reset", "on", ">secret", "~sluice:*", "resetchannels", "&sluice:*", "-@all",
+	"+evalsha", "+eval", "+get", "+set", "+del", "+time", "+pexpire",
+	"+hget", "+hmget", "+hset", "+hgetall", "+hdel",
+	"+llen", "+lindex", "+lpush", "+rpush", "+lrem", "+ltrim",
+	"+zadd", "+zcard", "+zrange", "+zrem", "+zremrangebyscore", "+zscore",
+	"+publish", "+subscribe", "+unsubscribe",
+}
+
 // startACLServer starts a TLS-only Redis whose default user needs the password
 // "admin", with the user "sluice" set up by limiterACL, and returns the server
 // and an admin client.
@@ -158,4 +172,56 @@ func TestRedisWrongPassword(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Every policy and Hold work for a user with policiesACL, and Redis refuses
+// nothing to it: not a script command, not the wake-up channel.
+func TestRedisACLForEveryPolicy(t *testing.T) {
+	srv, admin := startACLServer(t)
+	ctx := context.Background()
+	args := append([]any{"ACL", "SETUSER", "sluice"}, anys(policiesACL)...)
+	require.NoError(t, admin.Do(ctx, args...).Err())
+	rdb := tlsClient(t, srv, srv.URL("sluice", "secret"))
+	lim := newTLSLimiter(t, rdb, WithKeyPrefix(DefaultKeyPrefix+redistest.Prefix(t)))
+	require.NoError(t, admin.ScriptFlush(ctx).Err())
+
+	for _, pol := range []Policy{
+		FixedWindow{Max: 1, Window: time.Minute},
+		SlidingLog{Max: 1, Window: time.Minute},
+		SlidingWindow{Max: 1, Window: time.Minute, Slots: 6},
+		LeakyBucket{Rate: 1, Period: time.Minute, Capacity: 2},
+	} {
+		res, err := lim.TryAcquire(ctx, "api", pol, 1)
+		require.NoError(t, err, "%v", pol)
+		assert.True(t, res.Allowed, "%v", pol)
+		r, err := lim.Reserve(ctx, "api", pol, 1, time.Hour)
+		require.NoError(t, err, "%v", pol)
+		require.NoError(t, r.Cancel(ctx), "%v", pol)
+	}
+
+	// Hold, with a waiter woken by a release: hold, renew, release, PUBLISH
+	// and the store's SUBSCRIBE.
+	c := Concurrency{Max: 1, Lease: time.Second}
+	first, err := lim.Hold(ctx, "export", c)
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() {
+		l, err := lim.Hold(ctx, "export", c)
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		got <- err
+	}()
+	time.Sleep(500 * time.Millisecond) // past a renewal (every Lease/3), and the waiter subscribed
+	require.NoError(t, first.Release(ctx))
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter was not woken")
+	}
+
+	log, err := admin.Do(ctx, "ACL", "LOG").Slice()
+	require.NoError(t, err)
+	assert.Empty(t, log, "Redis denied nothing to the limiter's user")
 }

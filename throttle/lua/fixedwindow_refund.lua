@@ -9,7 +9,8 @@
 -- ARGV[5]   Max
 -- ARGV[6]   W, the window's length in microseconds
 --
--- Reply: 1 if the refund was applied now, 0 if the slot has passed or it was applied before.
+-- Reply: 1 if the refund was processed now (what it gives back, if anything, is below),
+-- 0 if the slot has passed or it was processed before.
 -- n comes off the count only if the reservation's window is still the cursor's:
 -- once a later window has bookings, the later requests already went past it.
 -- The key keeps its TTL: the cursor does not move.

@@ -9,7 +9,8 @@
 -- ARGV[5]  T, microseconds per token
 -- ARGV[6]  capacity
 --
--- Reply: 1 if the refund was applied now, 0 if the slot has passed or it was applied before.
+-- Reply: 1 if the refund was processed now (what it gives back, if anything, is below),
+-- 0 if the slot has passed or it was processed before.
 -- The turn goes back only if it is the last one booked (the TAT is still the
 -- one it left): the TAT moves back to the reservation's slot, which is after
 -- now. Under a later turn nothing goes back: unlike a token bucket, where a

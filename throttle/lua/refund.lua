@@ -8,7 +8,8 @@
 -- ARGV[3i+1]   bucket i: T, microseconds per token
 -- ARGV[3i+2]   bucket i: n, tokens reserved
 --
--- Reply: 1 if the refund was applied now, 0 if the slot has passed or it was applied before.
+-- Reply: 1 if the refund was processed now (what it gives back, if anything, is below),
+-- 0 if the slot has passed or it was processed before.
 -- Only what no later reservation stands on and has not refilled yet comes back:
 -- min(cost - (TAT now - TAT reserved), TAT reserved - now), nothing if that is not
 -- positive. (In a multi-bucket reservation the slot follows the slowest bucket, so

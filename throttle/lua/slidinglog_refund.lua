@@ -10,7 +10,8 @@
 -- ARGV[5]  Max
 -- ARGV[6]  Window, µs
 --
--- Reply: 1 if the refund was applied now, 0 if the slot has passed or it was applied before.
+-- Reply: 1 if the refund was processed now (what it gives back, if anything, is below),
+-- 0 if the slot has passed or it was processed before.
 --
 -- Up to n entries equal to t come off the list, the last ones (LREM with -n).
 -- The list dropped its old entries on the ground that its end never moves back,

@@ -10,7 +10,8 @@
 -- ARGV[6]   L, a slot's length in microseconds
 -- ARGV[7]   S, slots per window
 --
--- Reply: 1 if the refund was applied now, 0 if the slot has passed or it was applied before.
+-- Reply: 1 if the refund was processed now (what it gives back, if anything, is below),
+-- 0 if the slot has passed or it was processed before.
 -- n comes off its slot's count if the key still keeps that slot; a count that
 -- reaches 0 is removed. The latest booked slot and the key's TTL stay.
 
