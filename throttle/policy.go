@@ -54,7 +54,7 @@ func (l Limit) Quota() (int, time.Duration) {
 //	refund:  KEYS[1] state key, KEYS[2] marker key (its presence: already refunded)
 //	         ARGV[1] now µs or "", ARGV[2] the reservation's slot µs, ARGV[3] n,
 //	         ARGV[4] handle, ARGV[5..] args()
-//	         reply 1 if applied now, 0 if the slot has passed or it was applied before
+//	         reply 1 if processed now, 0 if the slot has passed or it was processed before
 //
 // Every script starts with now.lua (newScript), which sets `now`; a refund
 // script also with refund_guard.lua (newRefundScript), which returns 0 past the
