@@ -64,3 +64,44 @@ func BenchmarkRedisEvalshaTrivial(b *testing.B) {
 		}
 	})
 }
+
+// policiesForBench are the policies under their benchmarks, each with room
+// for many grants in a row (a SlidingLog's work grows with Max, so Max is
+// modest and each grant may be a denial once the log is full: both are work
+// the script does).
+var policiesForBench = []struct {
+	name string
+	pol  Policy
+}{
+	{"Limit", unlimited},
+	{"FixedWindow", FixedWindow{Max: 1 << 30, Window: time.Hour}},
+	{"SlidingLog", SlidingLog{Max: 100, Window: time.Hour}},
+	{"SlidingWindow", SlidingWindow{Max: 1 << 20, Window: time.Hour, Slots: 10}},
+	{"LeakyBucket", LeakyBucket{Rate: 1e6, Capacity: maxBurst}},
+}
+
+// BenchmarkPolicyTryAcquire is one uncontended TryAcquire per policy, in
+// memory and on Redis (one goroutine: the round trip, not the server's limit).
+func BenchmarkPolicyTryAcquire(b *testing.B) {
+	ctx := context.Background()
+	rdb := redistest.Shared(b).Client(b)
+	for _, st := range []struct {
+		name  string
+		store func() Store
+	}{
+		{"memory", func() Store { return NewMemoryStore() }},
+		{"redis", func() Store { return NewRedisStore(rdb) }},
+	} {
+		for _, p := range policiesForBench {
+			b.Run(st.name+"/"+p.name, func(b *testing.B) {
+				lim := NewLimiter(st.store(), WithKeyPrefix(redistest.Prefix(b)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := lim.TryAcquire(ctx, "k", p.pol, 1); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

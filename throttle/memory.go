@@ -24,7 +24,9 @@ type MemoryStore struct {
 	sems      *memSems            // semaphores of Concurrency and their waiting Holds (memory_hold.go)
 }
 
-type memKey struct{ prefix, name string }
+// memKey names a key's state: a bucket's, or with kind set, a policy's (as
+// "<name>:<kind>" does in Redis, without building that string).
+type memKey struct{ prefix, name, kind string }
 
 // NewMemoryStore returns an empty in-process store. WithClock sets its time source.
 func NewMemoryStore(opts ...StoreOption) *MemoryStore {
@@ -117,7 +119,7 @@ func (m *MemoryStore) reserve(_ context.Context, req request) (decision, error) 
 	}
 	for i := 0; i < n; i++ {
 		b := req.at(i)
-		p := m.buckets[memKey{req.prefix, b.Key}]
+		p := m.buckets[memKey{prefix: req.prefix, name: b.Key}]
 		tat := now
 		if p != nil && *p > now {
 			tat = *p
@@ -141,7 +143,7 @@ func (m *MemoryStore) reserve(_ context.Context, req request) (decision, error) 
 			}
 			if p == nil {
 				var a bool
-				p, a = m.slot(memKey{req.prefix, b.Key})
+				p, a = m.slot(memKey{prefix: req.prefix, name: b.Key})
 				added = added || a
 			}
 			*p = d.tatAt(i) + int64(b.N)*b.t
@@ -185,7 +187,7 @@ func (m *MemoryStore) refund(_ context.Context, req request, d decision, id stri
 	}
 	for i := 0; i < req.len(); i++ {
 		b := req.at(i)
-		k := memKey{req.prefix, b.Key}
+		k := memKey{prefix: req.prefix, name: b.Key}
 		p := m.buckets[k]
 		mine := d.tatAt(i)
 		if p == nil || *p <= now || *p < mine {
@@ -209,7 +211,7 @@ func (m *MemoryStore) cooldown(_ context.Context, prefix string, b Bucket, d tim
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.nowMicros()
-	k := memKey{prefix, b.Key}
+	k := memKey{prefix: prefix, name: b.Key}
 	t, burst := b.Limit.interval(), int64(b.Limit.Burst)
 	tat := m.tatOf(k, now)
 	if target := now + int64(d/time.Microsecond) + (burst-1)*t; target > tat {
@@ -239,5 +241,5 @@ func floorDiv(a, b int64) int64 {
 func (m *MemoryStore) cooldownLeft(_ context.Context, prefix, key string) (time.Duration, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return micros(max(0, m.cooldowns[memKey{prefix, key}]-m.nowMicros())), nil
+	return micros(max(0, m.cooldowns[memKey{prefix: prefix, name: key}]-m.nowMicros())), nil
 }

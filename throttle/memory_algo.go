@@ -2,7 +2,7 @@ package throttle
 
 // reserveAlgo runs req's policy on its key's state; m.mu is held.
 func (m *MemoryStore) reserveAlgo(req request, now int64) decision {
-	k := memKey{req.prefix, req.one.Key + ":" + req.pol.kind()}
+	k := memKey{prefix: req.prefix, name: req.one.Key, kind: req.pol.kind()}
 	st, had := m.states[k]
 	d := req.pol.reserveMem(&st, now, req.one.N, req.maxWait)
 	d.now = now
@@ -25,7 +25,7 @@ func (m *MemoryStore) reserveAlgo(req request, now int64) decision {
 // refundAlgo runs req's policy's refund on its key's state; m.mu is held and
 // the marker is set.
 func (m *MemoryStore) refundAlgo(req request, d decision, now int64) {
-	k := memKey{req.prefix, req.one.Key + ":" + req.pol.kind()}
+	k := memKey{prefix: req.prefix, name: req.one.Key, kind: req.pol.kind()}
 	st := m.states[k]
 	if st == nil {
 		return

@@ -121,7 +121,7 @@ func TestStoreAgreesWithReferenceModel(t *testing.T) {
 				}
 				// Tokens never exceed Burst, in the store as in the model.
 				clock.at(now)
-				tat := store.tatOf(memKey{"", "k"}, base.UnixMicro()+now)
+				tat := store.tatOf(memKey{name: "k"}, base.UnixMicro()+now)
 				tokens := float64(l.Burst) - float64(tat-base.UnixMicro()-now)/float64(l.interval())
 				assert.LessOrEqual(t, tokens, float64(l.Burst)+1e-9, msg+" tokens above burst")
 				m.refill(now)
