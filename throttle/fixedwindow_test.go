@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
-	"sort"
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -112,149 +109,13 @@ func withMaxWait(s step, maxWait int64) step {
 	return s
 }
 
-// windowGrant is a grant of a random run: its request and decision, and
-// whether a refund of it was applied.
-type windowGrant struct {
-	req  request
-	d    decision
-	id   string
-	gone bool
-}
-
-// runRandom drives random takes, tries, cancels (if cancels) and pauses under
-// p on a MemoryStore, a real redis-server and miniredis in lockstep, requires
-// the same answers from all three at every step, and returns the grants. unit
-// is the policy's slot (or window) in µs: pauses are drawn around it.
-//
-// The clock is fake, but a real Redis expires keys in real time, by TTLs
-// computed from the fake clock: its keys are made persistent with each script
-// call (see persisting), so the scripts must answer from a stale state what
-// the MemoryStore, which forgets an idle state, answers from none. miniredis
-// is moved on with the clock, so its keys expire by their TTLs: one that
-// expired while its state still mattered would answer differently.
-func runRandom(t *testing.T, p algo, seed uint64, unit int64, cancels bool) []*windowGrant {
-	t.Helper()
-	rng := rand.New(rand.NewPCG(seed, 5))
-	mr := miniredis.RunT(t)
-	mini := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { mini.Close() })
-	clock := newFakeClock()
-	stores := []Store{
-		NewMemoryStore(WithClock(clock)),
-		NewRedisStore(persisting{redistest.Shared(t).Client(t)}, WithClock(clock)),
-		NewRedisStore(mini, WithClock(clock)),
-	}
-	names := []string{"memory", "redis", "miniredis"}
-	limit, _ := p.Quota()
-	prefix := redistest.Prefix(t)
-	ctx := context.Background()
-	var grants []*windowGrant
-	now := int64(0)
-	for step := range 300 {
-		msg := fmt.Sprintf("seed %d step %d", seed, step)
-		mr.FastForward(micros(now) - clock.Now().Sub(base))
-		clock.at(now)
-		switch k := rng.IntN(12); {
-		case k < 2:
-			now += rng.Int64N(unit)
-		case k < 3:
-			now += rng.Int64N(3 * unit)
-		case k < 4:
-			now += 1 + rng.Int64N(3)
-		case k < 9 || !cancels:
-			req := request{prefix: prefix, one: Bucket{Key: "k", N: 1 + rng.IntN(limit)}, pol: p, maxWait: -1}
-			if rng.IntN(2) == 0 {
-				req.one.N = 1 // mostly single units, so that the key fills gradually
-			}
-			switch rng.IntN(3) {
-			case 0:
-				req.maxWait = 0
-			case 1:
-				req.maxWait = rng.Int64N(4 * unit)
-			}
-			var first decision
-			for i, st := range stores {
-				d, err := st.reserve(ctx, req)
-				require.NoError(t, err, msg)
-				if i == 0 {
-					first = d
-				} else {
-					require.Equal(t, first, d, "%s: %s agrees with memory", msg, names[i])
-				}
-			}
-			if first.granted {
-				grants = append(grants, &windowGrant{req: req, d: first, id: fmt.Sprint(step)})
-			}
-		default:
-			if len(grants) == 0 {
-				continue
-			}
-			g := grants[rng.IntN(len(grants))]
-			if g.d.wait == 0 { // as Reservation.Cancel: nothing to give back
-				continue
-			}
-			var first bool
-			for i, st := range stores {
-				ok, err := st.refund(ctx, g.req, g.d, g.id)
-				require.NoError(t, err, msg)
-				if i == 0 {
-					first = ok
-				} else {
-					require.Equal(t, first, ok, "%s: %s refund agrees with memory", msg, names[i])
-				}
-			}
-			g.gone = g.gone || first
-		}
-	}
-	return grants
-}
-
-// persisting is a client whose script calls also drop the TTLs of the keys
-// they name, in the same MULTI/EXEC, so that no key expires in between.
-type persisting struct{ *redis.Client }
-
-func (c persisting) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
-	return c.persist(ctx, keys, func(p redis.Pipeliner) *redis.Cmd { return p.EvalSha(ctx, sha, keys, args...) })
-}
-
-func (c persisting) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
-	return c.persist(ctx, keys, func(p redis.Pipeliner) *redis.Cmd { return p.Eval(ctx, script, keys, args...) })
-}
-
-func (c persisting) persist(ctx context.Context, keys []string, call func(redis.Pipeliner) *redis.Cmd) *redis.Cmd {
-	var cmd *redis.Cmd
-	_, _ = c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		cmd = call(p)
-		for _, k := range keys {
-			p.Persist(ctx, k)
-		}
-		return nil
-	})
-	return cmd // its own reply or error, NOSCRIPT included
-}
-
-// grantTimes are the times of the grants that stand, one per unit of n, sorted.
-func grantTimes(grants []*windowGrant) []int64 {
-	var times []int64
-	for _, g := range grants {
-		if g.gone {
-			continue
-		}
-		for range g.req.one.N {
-			times = append(times, g.d.slot())
-		}
-	}
-	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
-	return times
-}
-
 // Random calls agree on every store, and never put more than Max in a window.
 func TestFixedWindowRandom(t *testing.T) {
 	pols := []FixedWindow{{Max: 1, Window: time.Second}, {Max: 3, Window: time.Second}, {Max: 5, Window: 7 * time.Millisecond}, {Max: 8, Window: 1234567 * time.Microsecond}}
 	for seed := uint64(1); seed <= 16; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			p := pols[int(seed)%len(pols)]
-			times := grantTimes(runRandom(t, p, seed, p.window(), true))
+			times := grantTimes(runRandom(t, p, seed, p.window(), true, nil))
 			require.NotEmpty(t, times)
 			perWindow := map[int64]int{}
 			for _, x := range times {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -264,111 +263,50 @@ func TestLeakyBucketFullUnderLoad(t *testing.T) {
 	assert.GreaterOrEqual(t, used, 0.95)
 }
 
-// Random takes, cancels and pauses, on a MemoryStore and a real redis-server
-// in lockstep: both give the same answers at every step; no grant waits
-// longer than the bucket holds; and the turns that stand (granted and not
-// cancelled), each n·T long, never overlap: the pace is never faster than T.
+// Random takes, cancels and pauses on every store in lockstep (see
+// runRandom), with turns of a second or more: all give the same answers at
+// every step, and leakyBucketRandom's invariants hold.
 func TestLeakyBucketRandomAgreesAndHolds(t *testing.T) {
-	rdb := redistest.Shared(t).Client(t)
-	// Turns of a second or more: the keys' TTLs run in real time, while the
-	// test's clock is fake, and a key must not expire between two steps.
 	pols := []LeakyBucket{{Rate: 1, Capacity: 1}, {Rate: 1, Capacity: 5}, {Rate: 3, Period: 10 * time.Second, Capacity: 4}, {Rate: 7, Period: time.Minute, Capacity: 9}}
 	for seed := uint64(1); seed <= 24; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(seed, 13))
-			pol := pols[int(seed)%len(pols)]
-			T, c := pol.interval(), int64(pol.Capacity)
-			clock := newFakeClock()
-			mem := NewMemoryStore(WithClock(clock))
-			red := NewRedisStore(rdb, WithClock(clock))
-			prefix := redistest.Prefix(t)
-			type grant struct {
-				req  request
-				d    decision
-				id   string
-				gone bool
-			}
-			var grants []*grant
-			now := int64(0)
-			ctx := context.Background()
-			for step := range 250 {
-				msg := fmt.Sprintf("seed %d step %d", seed, step)
-				clock.at(now)
-				switch k := rng.IntN(10); {
-				case k < 3:
-					now += rng.Int64N(2 * T)
-				case k < 8:
-					req := request{prefix: prefix, one: Bucket{Key: "k", N: 1 + rng.IntN(pol.Capacity)}, pol: pol, maxWait: -1}
-					if rng.IntN(3) == 0 {
-						req.maxWait = rng.Int64N(c * T)
-					}
-					dm, err := mem.reserve(ctx, req)
-					require.NoError(t, err, msg)
-					dr, err := red.reserve(ctx, req)
-					require.NoError(t, err, msg)
-					require.Equal(t, dm, dr, msg)
-					if dm.granted {
-						require.LessOrEqual(t, dm.wait+int64(req.one.N)*T, c*T, msg+" the bucket holds more than Capacity")
-						grants = append(grants, &grant{req: req, d: dm, id: fmt.Sprint(step)})
-					} else {
-						require.Positive(t, dm.wait, msg+" RetryAfter")
-					}
-				default:
-					if len(grants) == 0 {
-						continue
-					}
-					g := grants[rng.IntN(len(grants))]
-					if g.d.wait == 0 {
-						continue
-					}
-					okm, err := mem.refund(ctx, g.req, g.d, g.id)
-					require.NoError(t, err, msg)
-					okr, err := red.refund(ctx, g.req, g.d, g.id)
-					require.NoError(t, err, msg)
-					require.Equal(t, okm, okr, msg+" refunded")
-					if okm {
-						g.gone = true
-					}
-				}
-			}
-			var stand []*grant
-			for _, g := range grants {
-				if !g.gone {
-					stand = append(stand, g)
-				}
-			}
-			require.NotEmpty(t, stand)
-			sort.Slice(stand, func(i, j int) bool { return stand[i].d.slot() < stand[j].d.slot() })
-			for i := 1; i < len(stand); i++ {
-				prev := stand[i-1]
-				require.GreaterOrEqual(t, stand[i].d.slot(), prev.d.slot()+int64(prev.req.one.N)*T, "turn %d starts before turn %d has gone through", i, i-1)
-			}
+			p := pols[int(seed)%len(pols)]
+			leakyBucketRandom(t, p, seed, p.interval()) // a busy bucket: many turns cancelled under later ones
 		})
 	}
 }
 
 // Random calls agree on the MemoryStore, a real redis-server and miniredis,
-// whose keys expire by their TTLs (see runRandom), down to turns of 1 µs; the
-// turns that stand never overlap.
+// whose keys expire by their TTLs (see runRandom), down to turns of 1 µs;
+// leakyBucketRandom's invariants hold.
 func TestLeakyBucketRandomExpiry(t *testing.T) {
 	pols := []LeakyBucket{{Rate: 1e6, Capacity: 3}, {Rate: 1000, Capacity: 2}, {Rate: 3, Capacity: 4}}
 	for seed := uint64(1); seed <= 12; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			p := pols[int(seed)%len(pols)]
-			T := p.interval()
-			grants := runRandom(t, p, seed, T*int64(p.Capacity), true)
-			var stand []*windowGrant
-			for _, g := range grants {
-				if !g.gone {
-					stand = append(stand, g)
-				}
-			}
-			require.NotEmpty(t, stand)
-			sort.Slice(stand, func(i, j int) bool { return stand[i].d.slot() < stand[j].d.slot() })
-			for i := 1; i < len(stand); i++ {
-				prev := stand[i-1]
-				require.GreaterOrEqual(t, stand[i].d.slot(), prev.d.slot()+int64(prev.req.one.N)*T, "turn %d starts before turn %d has gone through", i, i-1)
-			}
+			leakyBucketRandom(t, p, seed, p.interval()*int64(p.Capacity)) // pauses that often empty the bucket
 		})
+	}
+}
+
+// leakyBucketRandom is a random run under p, with pauses around unit µs (see
+// runRandom): no grant waits longer than the bucket holds, (Capacity−n)·T; a
+// refusal always has a RetryAfter; and the turns that stand (granted and not
+// cancelled), each n·T long, never overlap: the pace is never faster than T.
+func leakyBucketRandom(t *testing.T, p LeakyBucket, seed uint64, unit int64) {
+	T, c := p.interval(), int64(p.Capacity)
+	stand := standing(runRandom(t, p, seed, unit, true, func(s lockstepStep) {
+		switch {
+		case s.req == nil:
+		case s.d.granted:
+			require.LessOrEqual(t, s.d.wait+int64(s.req.one.N)*T, c*T, s.msg+" the bucket holds more than Capacity")
+		default:
+			require.Positive(t, s.d.wait, s.msg+" RetryAfter")
+		}
+	}))
+	require.NotEmpty(t, stand)
+	for i := 1; i < len(stand); i++ {
+		prev := stand[i-1]
+		require.GreaterOrEqual(t, stand[i].d.slot(), prev.d.slot()+int64(prev.req.one.N)*T, "turn %d starts before turn %d has gone through", i, i-1)
 	}
 }

@@ -3,8 +3,6 @@ package throttle
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"sort"
 	"testing"
 	"time"
 
@@ -171,87 +169,29 @@ func TestPolicyLoadSlidingLog(t *testing.T) {
 	require.Less(t, load.roundTripsPerGrant(), 1.2)
 }
 
-// Random takes, cancels and pauses, on a MemoryStore and a real redis-server
-// in lockstep: both give the same answers at every step, the log never holds
-// more than Max entries, and the grants that stand (granted and not
-// cancelled) never put more than Max in any window — refunds after the log
+// Random takes, cancels and pauses on every store in lockstep (see
+// runRandom), with windows of a second or more: all give the same answers at
+// every step, and slidingLogRandom's invariants hold — refunds after the log
 // has dropped old entries included.
 func TestSlidingLogRandomAgreesAndHolds(t *testing.T) {
-	rdb := redistest.Shared(t).Client(t)
-	// Windows of a second or more: the keys' TTLs run in real time, while the
-	// test's clock is fake, and a key must not expire between two steps.
 	pols := []SlidingLog{{Max: 1, Window: time.Second}, {Max: 2, Window: time.Second}, {Max: 5, Window: 3 * time.Second}, {Max: 7, Window: 1234567 * time.Microsecond}}
 	for seed := uint64(1); seed <= 24; seed++ {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(seed, 11))
-			pol := pols[int(seed)%len(pols)]
-			w := pol.window()
-			clock := newFakeClock()
-			mem := NewMemoryStore(WithClock(clock))
-			red := NewRedisStore(rdb, WithClock(clock))
-			prefix := redistest.Prefix(t)
-			type grant struct {
-				req  request
-				d    decision
-				id   string
-				gone bool
-			}
-			var grants []*grant
-			now := int64(0)
-			ctx := context.Background()
-			for step := range 250 {
-				msg := fmt.Sprintf("seed %d step %d", seed, step)
-				clock.at(now)
-				switch k := rng.IntN(10); {
-				case k < 3:
-					now += rng.Int64N(w / 2)
-				case k < 8:
-					req := request{prefix: prefix, one: Bucket{Key: "k", N: 1 + rng.IntN(pol.Max)}, pol: pol, maxWait: -1}
-					if rng.IntN(3) == 0 {
-						req.maxWait = rng.Int64N(2 * w)
-					}
-					dm, err := mem.reserve(ctx, req)
-					require.NoError(t, err, msg)
-					dr, err := red.reserve(ctx, req)
-					require.NoError(t, err, msg)
-					require.Equal(t, dm, dr, msg)
-					if dm.granted {
-						grants = append(grants, &grant{req: req, d: dm, id: fmt.Sprint(step)})
-					}
-				default:
-					if len(grants) == 0 {
-						continue
-					}
-					g := grants[rng.IntN(len(grants))]
-					if g.d.wait == 0 { // as Reservation.Cancel: nothing to give back
-						continue
-					}
-					okm, err := mem.refund(ctx, g.req, g.d, g.id)
-					require.NoError(t, err, msg)
-					okr, err := red.refund(ctx, g.req, g.d, g.id)
-					require.NoError(t, err, msg)
-					require.Equal(t, okm, okr, msg+" refunded")
-					if okm {
-						g.gone = true
-					}
-				}
-				n, err := rdb.LLen(ctx, algoKey(prefix, "k", pol)).Result()
-				require.NoError(t, err, msg)
-				require.LessOrEqual(t, n, int64(pol.Max), msg+" LLEN")
-			}
-			var times []int64
-			for _, g := range grants {
-				for range g.req.one.N {
-					if !g.gone {
-						times = append(times, g.d.slot())
-					}
-				}
-			}
-			sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
-			require.NotEmpty(t, times)
-			assert.LessOrEqual(t, maxInSpan(times, w), pol.Max, "grants in one window")
-		})
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { slidingLogRandom(t, pols[int(seed)%len(pols)], seed) })
 	}
+}
+
+// slidingLogRandom is a random run under p (see runRandom): the log on the
+// real redis-server never holds more than Max entries, and the grants that
+// stand (granted and not cancelled) never put more than Max in any window.
+func slidingLogRandom(t *testing.T, p SlidingLog, seed uint64) {
+	w := p.window()
+	times := grantTimes(runRandom(t, p, seed, w, true, func(s lockstepStep) {
+		n, err := s.rdb.LLen(context.Background(), algoKey(s.prefix, "k", p)).Result()
+		require.NoError(t, err, s.msg)
+		require.LessOrEqual(t, n, int64(p.Max), s.msg+" LLEN")
+	}))
+	require.NotEmpty(t, times)
+	assert.LessOrEqual(t, maxInSpan(times, w), p.Max, "grants in one window")
 }
 
 // The largest log: n up to 10000 entries in one call goes in chunks (Lua's
@@ -296,15 +236,10 @@ func TestSlidingLogLargestMax(t *testing.T) {
 
 // Random calls agree on the MemoryStore, a real redis-server and miniredis,
 // whose keys expire by their TTLs (see runRandom), down to windows of 1 ms;
-// the grants that stand never put more than Max in a window.
+// slidingLogRandom's invariants hold.
 func TestSlidingLogRandomExpiry(t *testing.T) {
 	pols := []SlidingLog{{Max: 1, Window: time.Millisecond}, {Max: 3, Window: 2 * time.Millisecond}, {Max: 4, Window: 1234567 * time.Microsecond}}
 	for seed := uint64(1); seed <= 12; seed++ {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			p := pols[int(seed)%len(pols)]
-			times := grantTimes(runRandom(t, p, seed, p.window(), true))
-			require.NotEmpty(t, times)
-			assert.LessOrEqual(t, maxInSpan(times, p.window()), p.Max, "grants in one window")
-		})
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { slidingLogRandom(t, pols[int(seed)%len(pols)], seed) })
 	}
 }

@@ -284,7 +284,7 @@ func TestSlidingWindowRandom(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			p := pols[int(seed)%len(pols)]
 			cancels := seed%2 == 1
-			times := grantTimes(runRandom(t, p, seed, p.slotLen(), cancels))
+			times := grantTimes(runRandom(t, p, seed, p.slotLen(), cancels, nil))
 			require.NotEmpty(t, times)
 			if !cancels {
 				checkSlidingWindowBounds(t, p, times)
