@@ -162,7 +162,6 @@ func TestRedisCluster(t *testing.T) {
 		// refusal the same way: a request built past the limiter's check.
 		store := NewRedisStore(counting)
 		req := request{prefix: prefix, one: apart[0], more: apart[1:], maxWait: -1}
-		req.prepare()
 		require.NotEqual(t,
 			counting.ClusterKeySlot(ctx, redisKey(prefix, apart[0].Key)).Val(),
 			counting.ClusterKeySlot(ctx, redisKey(prefix, apart[1].Key)).Val(), "the keys are in different slots")
@@ -224,7 +223,7 @@ func TestRedisCluster(t *testing.T) {
 		// EVAL put the script back on each master that served a bucket.
 		for i := range 20 {
 			m := c.Master(t, redisKey(prefix, "sf"+strconv.Itoa(i)))
-			ok, err := m.Client(t).ScriptExists(ctx, reserveScript.Hash()).Result()
+			ok, err := m.Client(t).ScriptExists(ctx, bucketScripts[scriptReserve][kindTB].Hash()).Result()
 			require.NoError(t, err)
 			assert.Equal(t, []bool{true}, ok, "%s has the script again", m.Addr())
 		}

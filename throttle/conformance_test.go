@@ -85,13 +85,24 @@ var conformance = []confCase{
 		{at: 10000, op: opCancel, ref: 1, refunded: true},
 		{at: 10000, op: opTake, buckets: b("k", tenPerSec, 1), granted: true, wait: 90000, remaining: 0, reset: 590000},
 	}},
-	{"cancel under a later reservation gives nothing back", []step{
+	{"a cancel under a later reservation leaves its turn to the next caller", []step{
 		{at: 0, op: opTake, buckets: b("k", tenPerSec, 5), granted: true, remaining: 0, reset: 500000},
 		{at: 0, op: opTake, buckets: b("k", tenPerSec, 1), granted: true, wait: 100000, remaining: 0, reset: 600000},
 		{at: 0, op: opTake, buckets: b("k", tenPerSec, 1), granted: true, wait: 200000, remaining: 0, reset: 700000},
 		{at: 10000, op: opCancel, ref: 1, refunded: true},
+		// The cancelled turn at 100 ms is a hole: the next caller has it.
+		{at: 10000, op: opTake, buckets: b("k", tenPerSec, 1), granted: true, wait: 90000, remaining: 0, reset: 690000},
 		{at: 10000, op: opTake, buckets: b("k", tenPerSec, 1), granted: true, wait: 290000, remaining: 0, reset: 790000},
+		// The one that took the hole cancels: its turn is a hole again.
+		{at: 20000, op: opCancel, ref: 4, refunded: true},
+		{at: 20000, op: opTry, buckets: b("k", tenPerSec, 1), maxWait: 80000, granted: true, wait: 80000, remaining: 0, reset: 780000},
 	}},
+	// Issue #9's case: an exhausted 10/s bucket of burst 10, five bookings
+	// cancelled oldest first, all at once, or in no order: the next caller
+	// waits 100 ms, as if they had never been made.
+	{"five cancels oldest first give every turn back", cancelsInOrder(1, 2, 3, 4, 5)},
+	{"five cancels newest first give every turn back", cancelsInOrder(5, 4, 3, 2, 1)},
+	{"five cancels in no order give every turn back", cancelsInOrder(3, 1, 5, 2, 4)},
 	{"a refund is applied at most once", []step{
 		{at: 0, op: opTake, buckets: b("k", tenPerSec, 5), granted: true, remaining: 0, reset: 500000},
 		{at: 0, op: opTake, buckets: b("k", tenPerSec, 2), granted: true, wait: 200000, remaining: 0, reset: 700000},
@@ -129,15 +140,18 @@ var conformance = []confCase{
 		{at: 500000, op: opTry, buckets: b("{a}:g", tenBurst, 1), granted: true, remaining: 9, reset: 100000},
 		{at: 500000, op: opTry, buckets: b("{a}:t1", onePerSec, 1), granted: false, wait: 500000, remaining: 0, reset: 500000},
 	}},
-	{"a refund never gives back what has already refilled", []step{
-		// The slot of a two-bucket reservation follows the slow global bucket;
-		// the tenant bucket refills past it long before the slot.
+	{"each bucket counts a multi-bucket grant at its slot; a refund restores it", []step{
+		// The slot of a two-bucket reservation follows the slow global
+		// bucket: the tenant bucket counts its 3 tokens at that slot, 30 s
+		// on, so the tenant cannot act more often than its limit at the
+		// time it acts.
 		{at: 0, op: opTry, buckets: b("{a}:g", perMinute, 2), granted: true, remaining: 0, reset: 60000000},
 		{at: 0, op: opTake, buckets: []Bucket{{Key: "{a}:t", Limit: tenPerSec, N: 3}, {Key: "{a}:g", Limit: perMinute, N: 1}}, granted: true, wait: 30000000, remaining: 0, reset: 90000000},
-		{at: 350000, op: opTry, buckets: b("{a}:t", tenPerSec, 1), granted: true, remaining: 4, reset: 100000},
+		{at: 350000, op: opTry, buckets: b("{a}:t", tenPerSec, 1), granted: false, wait: 29550000, remaining: 0, reset: 29950000},
 		{at: 350000, op: opCancel, ref: 1, refunded: true},
-		{at: 350000, op: opTry, buckets: b("{a}:t", tenPerSec, 5), granted: false, wait: 100000, remaining: 4, reset: 100000},
-		{at: 350000, op: opTry, buckets: b("{a}:t", tenPerSec, 4), granted: true, remaining: 0, reset: 500000},
+		{at: 350000, op: opTry, buckets: b("{a}:t", tenPerSec, 5), granted: true, remaining: 0, reset: 500000},
+		{at: 350000, op: opTry, buckets: b("{a}:t", tenPerSec, 4), granted: false, wait: 400000, remaining: 0, reset: 500000},
+		{at: 350000, op: opTry, buckets: b("{a}:g", perMinute, 1), granted: false, wait: 29650000, remaining: 0, reset: 59650000},
 	}},
 	{"fractional interval", []step{
 		{at: 0, op: opTry, buckets: b("k", threePS, 1), granted: true, remaining: 0, reset: 333334},
@@ -149,6 +163,23 @@ var conformance = []confCase{
 		{at: 0, op: opTry, buckets: b("k", perMinute, 1), granted: false, wait: 30000000, remaining: 0, reset: 60000000},
 		{at: 10 * 365 * 24 * 3600 * 1000000, op: opTry, buckets: b("k", perMinute, 1), granted: true, remaining: 1, reset: 30000000},
 	}},
+}
+
+// cancelsInOrder is issue #9's case: a 10/s bucket of burst 10, exhausted,
+// five one-token bookings (steps 1–5, 100 ms apart), cancelled in order
+// (1 the oldest), then the next caller.
+func cancelsInOrder(order ...int) []step {
+	tenTen := Limit{Rate: 10, Burst: 10}
+	steps := []step{{at: 0, op: opTake, buckets: b("k", tenTen, 10), granted: true, remaining: 0, reset: 1000000}}
+	for i := 1; i <= 5; i++ {
+		steps = append(steps, step{at: 0, op: opTake, buckets: b("k", tenTen, 1), granted: true, wait: int64(i) * 100000, remaining: 0, reset: 1000000 + int64(i)*100000})
+	}
+	for _, ref := range order {
+		steps = append(steps, step{at: 10000, op: opCancel, ref: ref, refunded: true})
+	}
+	return append(steps,
+		step{at: 10000, op: opTake, buckets: b("k", tenTen, 1), granted: true, wait: 90000, remaining: 0, reset: 1090000},
+		step{at: 10000, op: opTake, buckets: b("k", tenTen, 1), granted: true, wait: 190000, remaining: 0, reset: 1190000})
 }
 
 // runConformance drives store through every case; prefix isolates cases.
@@ -168,7 +199,7 @@ func runConformance(t *testing.T, newStore func(Clock) Store, prefix string) {
 				case opTake, opTry:
 					var req request
 					if s.pol != nil {
-						req = request{prefix: pfx, one: Bucket{Key: s.key, N: s.n}, pol: s.pol, maxWait: s.maxWait}
+						req = request{prefix: pfx, one: Bucket{Key: s.key, Limit: s.pol, N: s.n}, maxWait: s.maxWait}
 					} else {
 						req = request{prefix: pfx, one: s.buckets[0], maxWait: s.maxWait}
 						if len(s.buckets) > 1 {
@@ -178,7 +209,6 @@ func runConformance(t *testing.T, newStore func(Clock) Store, prefix string) {
 					if s.op == opTake {
 						req.maxWait = -1
 					}
-					req.prepare()
 					d, err := store.reserve(ctx, req)
 					require.NoError(t, err, msg)
 					assert.Equal(t, s.granted, d.granted, msg+" granted")

@@ -238,52 +238,67 @@ func (f *fallback) decide(ctx context.Context, req *request, cause error) (decis
 	return d, f.local, nil
 }
 
-// share is req with every bucket cut to this host's share of its limit (see
-// shareOf), or, if the local bucket cannot serve it, cause with the reason.
+// share is req with every bucket cut to this host's share of its policy
+// (each policy's share), or, if the local bucket cannot serve it, cause with
+// the reason.
 func (f *fallback) share(req request, cause error) (request, error) {
 	n := f.hosts.Hosts()
 	if n < 1 {
 		return request{}, fmt.Errorf("%w; local fallback: the number of hosts is unknown (%d)", cause, n)
 	}
 	loc := req
-	if req.pol != nil {
-		loc.pol = req.pol.share(n)
-		if err := loc.pol.check(req.one.N); err != nil {
-			return request{}, fmt.Errorf("%w; local fallback: %q as %v over %d hosts: %v", cause, req.one.Key, loc.pol, n, err)
-		}
-		return loc, nil
-	}
 	if len(req.more) > 0 {
 		loc.more = make([]Bucket, len(req.more))
 	}
 	for i := 0; i < req.len(); i++ {
 		b := shareOf(*req.at(i), n)
-		if b.N > b.Limit.Burst {
-			return request{}, fmt.Errorf("%w; local fallback: n %d is larger than this host's share of bucket %q's burst, %d of %d over %d hosts",
-				cause, b.N, b.Key, b.Limit.Burst, req.at(i).Limit.Burst, n)
-		}
-		if err := b.Limit.Validate(); err != nil {
-			return request{}, fmt.Errorf("%w; local fallback: bucket %q over %d hosts: %v", cause, b.Key, n, err)
+		if err := b.algo().check(b.N); err != nil {
+			return request{}, fmt.Errorf("%w; local fallback: bucket %q as %v, its share over %d hosts: %v", cause, b.Key, b.Limit, n, err)
 		}
 		*loc.at(i) = b
 	}
-	loc.prepare()
 	return loc, nil
 }
 
-// shareOf is b with its limit cut to one host's share among n: Rate/n, and
-// Burst/n rounded down but at least 1 token. Period stays.
+// shareOf is b with its policy cut to one host's share among n.
 func shareOf(b Bucket, n int) Bucket {
-	b.Limit.Rate /= float64(n)
-	b.Limit.Burst = max(1, b.Limit.Burst/n)
+	b.Limit = b.algo().share(n)
 	return b
 }
 
-// cooldown puts a cooldown on the local bucket, at this host's share of the limit.
-func (f *fallback) cooldown(ctx context.Context, prefix string, b Bucket, d time.Duration, cause error) (time.Duration, error) {
+// hostShare is b cut to this host's share, for a local call standing in for
+// the store, or cause if the number of hosts is unknown.
+func (f *fallback) hostShare(b Bucket, cause error) (Bucket, error) {
 	n := f.hosts.Hosts()
 	if n < 1 {
-		return 0, fmt.Errorf("%w; local fallback: the number of hosts is unknown (%d)", cause, n)
+		return Bucket{}, fmt.Errorf("%w; local fallback: the number of hosts is unknown (%d)", cause, n)
 	}
-	return f.local.store.cooldown(ctx, prefix, shareOf(b, n), d)
+	return shareOf(b, n), nil
+}
+
+// cooldown puts a cooldown on the local bucket, at this host's share of the policy.
+func (f *fallback) cooldown(ctx context.Context, prefix string, b Bucket, d time.Duration, cause error) (time.Duration, error) {
+	b, err := f.hostShare(b, cause)
+	if err != nil {
+		return 0, err
+	}
+	return f.local.store.cooldown(ctx, prefix, b, d)
+}
+
+// peek reads the local bucket, at this host's share of the policy.
+func (f *fallback) peek(ctx context.Context, prefix string, b Bucket, cause error) (State, error) {
+	b, err := f.hostShare(b, cause)
+	if err != nil {
+		return State{}, err
+	}
+	return f.local.store.peek(ctx, prefix, b)
+}
+
+// reset forgets the local bucket; the store's is untouched while it is down.
+func (f *fallback) reset(ctx context.Context, prefix string, b Bucket, cause error) error {
+	b, err := f.hostShare(b, cause)
+	if err != nil {
+		return err
+	}
+	return f.local.store.reset(ctx, prefix, b)
 }

@@ -79,6 +79,22 @@ func (s *fbStore) cooldownLeft(ctx context.Context, prefix, key string) (time.Du
 	return s.mem.cooldownLeft(ctx, prefix, key)
 }
 
+func (s *fbStore) peek(ctx context.Context, prefix string, b Bucket) (State, error) {
+	s.cooldowns.Add(1)
+	if s.down.Load() {
+		return State{}, &StoreError{Op: "peek", Err: errConnRefused}
+	}
+	return s.mem.peek(ctx, prefix, b)
+}
+
+func (s *fbStore) reset(ctx context.Context, prefix string, b Bucket) error {
+	s.cooldowns.Add(1)
+	if s.down.Load() {
+		return &StoreError{Op: "reset", Err: errConnRefused}
+	}
+	return s.mem.reset(ctx, prefix, b)
+}
+
 func (s *fbStore) calls() int64 { return s.reserves.Load() + s.refunds.Load() + s.cooldowns.Load() }
 
 // fbLocal returns a FailLocal Limiter over store for a fleet of hosts, timed by clk.
@@ -193,8 +209,8 @@ func TestFallbackShareRounding(t *testing.T) {
 	}
 	for i, c := range cases {
 		b := shareOf(Bucket{Key: "k", Limit: Limit{Rate: c.rate, Burst: c.burst}, N: 1}, c.hosts)
-		assert.Equal(t, c.wantBurst, b.Limit.Burst, "case %d", i)
-		assert.InDelta(t, c.wantRate, b.Limit.Rate, 1e-12, "case %d", i)
+		assert.Equal(t, c.wantBurst, b.Limit.(Limit).Burst, "case %d", i)
+		assert.InDelta(t, c.wantRate, b.Limit.(Limit).Rate, 1e-12, "case %d", i)
 
 		// The same through a Limiter: the first instant grants the share of the burst.
 		clk := newFakeClock()

@@ -1,11 +1,8 @@
 package throttle
 
 import (
-	_ "embed"
 	"fmt"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // FixedWindow grants at most Max per window of length Window. Windows are
@@ -39,16 +36,6 @@ type FixedWindow struct {
 // minWindow is the shortest window (or sliding window) a policy may have.
 const minWindow = time.Millisecond
 
-var (
-	//go:embed lua/fixedwindow_reserve.lua
-	fixedWindowReserveLua string
-	//go:embed lua/fixedwindow_refund.lua
-	fixedWindowRefundLua string
-
-	fixedWindowReserveScript = newScript(fixedWindowReserveLua)
-	fixedWindowRefundScript  = newRefundScript(fixedWindowRefundLua)
-)
-
 func (FixedWindow) isPolicy() {}
 
 // Quota is Max per Window.
@@ -73,16 +60,12 @@ func (p FixedWindow) check(n int) error {
 	return checkN(n, p.Max, "max")
 }
 
-func (FixedWindow) kind() string { return "fw" }
+func (FixedWindow) kind() kind { return kindFW }
 
 // window is Window in microseconds.
 func (p FixedWindow) window() int64 { return int64(p.Window / time.Microsecond) }
 
-func (p FixedWindow) args() []any { return []any{p.Max, p.window()} }
-
-func (FixedWindow) scripts() (reserve, refund *redis.Script) {
-	return fixedWindowReserveScript, fixedWindowRefundScript
-}
+func (p FixedWindow) args() [3]int64 { return [3]int64{int64(p.Max), p.window()} }
 
 // share is Max/hosts, rounded down but at least 1, per the same Window.
 func (p FixedWindow) share(hosts int) algo {
@@ -90,63 +73,100 @@ func (p FixedWindow) share(hosts int) algo {
 	return p
 }
 
-// fwState is a FixedWindow key's state: the cursor, the latest window
-// anything is booked in and its count. Earlier windows no longer matter: a
-// request never goes into a window before the cursor's.
+// fwState is a FixedWindow key's state, the hash of lua/fw.lua: the cursor
+// (the latest window anything is booked in, and its count) and a cooldown's
+// end. Earlier windows no longer matter: a request never goes into a window
+// before the cursor's, except through a hole.
 type fwState struct {
-	w   int64 // the cursor's window index
-	c   int64 // what is booked in window w
-	win int64 // Window in µs, as the state was written
+	w    int64 // the cursor's window index
+	c    int64 // what is booked in window w
+	win  int64 // Window in µs, as the state was written
+	hold int64 // a cooldown's end, µs; 0: none
 }
 
-// idleAt: once the cursor's window has ended, the state says nothing.
-func (s *fwState) idleAt(now int64) bool { return now >= (s.w+1)*s.win }
+// idleAt: once the cursor's window and any cooldown have ended, the state says nothing.
+func (s *fwState) idleAt(now int64) bool { return now >= max((s.w+1)*s.win, s.hold) }
 
-// reserveMem is fixedwindow_reserve.lua in Go; see that file for the contract.
-func (p FixedWindow) reserveMem(st *memState, now int64, n int, maxWait int64) decision {
-	win, limit, need := p.window(), int64(p.Max), int64(n)
+func (p FixedWindow) open(st memState, now, _ int64) module {
+	win := p.window()
 	cur := now / win
-	w, c := cur, int64(0)
-	s, _ := (*st).(*fwState)
-	if s != nil && s.win == win && s.w >= cur {
-		w, c = s.w, s.c
-	}
-	bw, bc := w, c+need // the window the request goes in, and its count after
-	if c+need > limit {
-		bw, bc = w+1, need
-	}
-	d := decision{wait: max(0, bw*win-now)}
-	if maxWait < 0 || d.wait <= maxWait {
-		d.granted, d.tat = true, bw
-		w, c = bw, bc
-		if s == nil {
-			s = &fwState{}
-			*st = s
+	m := &fwModule{max: int64(p.Max), s: fwState{w: cur, win: win}, cur: cur, fresh: true}
+	if s, ok := st.(*fwState); ok {
+		m.s.hold = s.hold
+		if s.win == win {
+			m.fresh = false
+			if s.w >= cur {
+				m.s.w, m.s.c = s.w, s.c
+			}
 		}
-		*s = fwState{w: w, c: c, win: win}
 	}
-	d.remaining, d.reset = fwFigures(w, c, cur, win, limit, now)
-	return d
+	return m
 }
 
-// fwFigures are the remaining and reset of a reply, for the cursor (w, c) at
-// now in window cur: what the current window has left (nothing if the cursor
-// has moved past it), and the wait until a request for Max would be granted
-// (the start of the window after the last one with bookings).
-func fwFigures(w, c, cur, win, limit, now int64) (remaining int, reset int64) {
-	if w == cur {
-		remaining = int(max(0, limit-c))
-	}
-	end := w * win
-	if c > 0 {
-		end += win
-	}
-	return remaining, max(0, end-now)
+// fwModule is lua/fw.lua in Go.
+type fwModule struct {
+	max   int64
+	s     fwState
+	cur   int64 // the window of now
+	fresh bool  // no state under this Window
+	kept  bool  // the call wrote the state
 }
 
-// refundMem is fixedwindow_refund.lua in Go, without the marker.
-func (p FixedWindow) refundMem(st *memState, _ int64, n int, d decision) {
-	if s, _ := (*st).(*fwState); s != nil && s.win == p.window() && s.w == d.tat {
-		s.c = max(0, s.c-int64(n))
+func (m *fwModule) tail(now int64, n int, _ int64) (int64, bool, int64) {
+	e := m.s.w * m.s.win
+	if m.s.c+int64(n) > m.max {
+		e += m.s.win
+	}
+	return max(e, now, m.s.hold), true, 0
+}
+
+func (m *fwModule) commit(_, s int64, n int) int64 {
+	if ws := s / m.s.win; ws == m.s.w {
+		m.s.c += int64(n)
+	} else {
+		m.s.w, m.s.c = ws, int64(n)
+	}
+	m.kept, m.fresh = true, false
+	return m.s.w
+}
+
+func (m *fwModule) figures(now int64) (int, int64) {
+	left := 0
+	if m.s.w == m.cur {
+		left = int(max(0, m.max-m.s.c))
+	}
+	end := m.s.w * m.s.win
+	if m.s.c > 0 {
+		end += m.s.win
+	}
+	return left, max(0, end-now, m.s.hold-now)
+}
+
+func (m *fwModule) isTail(handle, _ int64, _ int) bool { return m.s.w == handle }
+
+func (m *fwModule) has(_, handle int64) bool { return !m.fresh && handle <= m.s.w }
+
+func (m *fwModule) rollback(_ int64, n int, _ int64, _ *holes) {
+	m.s.c = max(0, m.s.c-int64(n))
+	m.kept = true
+}
+
+func (m *fwModule) release(int64, int, int64) {}
+
+func (m *fwModule) holeTill(at int64) int64 { return (at/m.s.win + 1) * m.s.win }
+
+func (m *fwModule) hold(_, till int64) {
+	if till > m.s.hold {
+		m.s.hold = till
+		m.kept = true
 	}
 }
+
+func (m *fwModule) flag() { m.kept, m.fresh = true, false }
+
+func (m *fwModule) save() (memState, bool) {
+	s := m.s
+	return &s, m.kept
+}
+
+func (m *fwModule) next(at int64, _ int) int64 { return at }

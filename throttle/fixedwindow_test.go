@@ -61,11 +61,14 @@ func init() {
 			wantReply(fw(100000, opTry, threePerSec, 1), false, 900000, 0, 900000),
 			wantReply(fw(100000, opTake, threePerSec, 3), true, 900000, 0, 1900000),
 		}},
-		confCase{"fixed window: cancel gives nothing back once a later window has bookings", []step{
+		confCase{"fixed window: a cancel in a window before the cursor's leaves its room to the next callers", []step{
 			wantReply(fw(0, opTake, threePerSec, 3), true, 0, 0, 1000000),
 			wantReply(fw(0, opTake, threePerSec, 2), true, 1000000, 0, 2000000),
 			wantReply(fw(0, opTake, threePerSec, 2), true, 2000000, 0, 3000000),
 			{at: 100000, op: opCancel, ref: 1, refunded: true},
+			// Window 1's two cancelled places are a hole, taken one by one.
+			wantReply(fw(100000, opTake, threePerSec, 1), true, 900000, 0, 2900000),
+			wantReply(fw(100000, opTake, threePerSec, 1), true, 900000, 0, 2900000),
 			wantReply(fw(100000, opTake, threePerSec, 1), true, 1900000, 0, 2900000),
 			wantReply(fw(100000, opTake, threePerSec, 1), true, 2900000, 0, 3900000),
 		}},
@@ -196,7 +199,7 @@ func TestFixedWindowRedisTTL(t *testing.T) {
 	lim := NewLimiter(NewRedisStore(rdb), WithKeyPrefix(prefix))
 	ctx := context.Background()
 	p := FixedWindow{Max: 2, Window: 100 * time.Millisecond}
-	key := algoKey(prefix, "k", p)
+	key := stateKey(prefix, "k", p)
 
 	res, err := lim.TryAcquire(ctx, "k", p, 2)
 	require.NoError(t, err)

@@ -206,11 +206,10 @@ func (l *Limiter) holdShared(ctx context.Context, h *holdCall, wait bool) (*Leas
 	}
 	start := callStart(ctx)
 	r, err := h.ask(ctx)
-	v := judge(ctx, start, err)
-	l.fb.end(probe, v, err)
 	if err != nil {
-		return l.holdFailed(ctx, h, wait, v, err)
+		return l.holdFailed(ctx, h, wait, l.settle(ctx, start, probe, "hold", err), err)
 	}
+	l.settle(ctx, start, probe, "hold", nil)
 	return l.answered(ctx, h, r, wait, begun)
 }
 
@@ -253,9 +252,7 @@ func (l *Limiter) await(ctx context.Context, h *holdCall, w *holdWaiter, asking 
 				l.tel.outcome(ctx, h.key, outCanceled)
 				return nil, ctx.Err()
 			}
-			v := judge(ctx, start, err)
-			l.fb.end(false, v, err)
-			return l.holdFailed(ctx, h, true, v, err)
+			return l.holdFailed(ctx, h, true, l.settle(ctx, start, false, "hold", err), err)
 		}
 		if r.granted {
 			room.granted(w, semKey(h.prefix, h.key), r.unannounced(h.max))
@@ -271,11 +268,6 @@ func (l *Limiter) await(ctx context.Context, h *holdCall, w *holdWaiter, asking 
 // holdFailed applies the failure policy to a Hold whose store call failed.
 func (l *Limiter) holdFailed(ctx context.Context, h *holdCall, wait bool, v verdict, err error) (*Lease, error) {
 	l.forget(ctx, h)
-	if v == answered { // refused: a misconfiguration, not an outage
-		l.tel.outcome(ctx, h.key, outError)
-		return nil, err
-	}
-	l.tel.storeError(ctx, "hold")
 	if v == failed {
 		switch l.cfg.failure {
 		case FailOpen:

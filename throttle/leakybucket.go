@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // LeakyBucket is a meter that lets tokens through at an even pace, one every
@@ -89,13 +87,9 @@ func (b LeakyBucket) String() string {
 
 func (LeakyBucket) isPolicy() {}
 
-func (LeakyBucket) kind() string { return "lb" }
+func (LeakyBucket) kind() kind { return kindLB }
 
-func (b LeakyBucket) args() []any { return []any{b.interval(), b.Capacity} }
-
-func (LeakyBucket) scripts() (reserve, refund *redis.Script) {
-	return leakyBucketReserveScript, leakyBucketRefundScript
-}
+func (b LeakyBucket) args() [3]int64 { return [3]int64{b.interval(), int64(b.Capacity)} }
 
 // share is Rate/hosts and Capacity/hosts, at least 1, over the same Period.
 func (b LeakyBucket) share(hosts int) algo {
@@ -104,63 +98,36 @@ func (b LeakyBucket) share(hosts int) algo {
 	return b
 }
 
-var (
-	//go:embed lua/leakybucket_reserve.lua
-	leakyBucketReserveLua string
-	//go:embed lua/leakybucket_refund.lua
-	leakyBucketRefundLua string
-
-	leakyBucketReserveScript = newScript(leakyBucketReserveLua)
-	leakyBucketRefundScript  = newRefundScript(leakyBucketRefundLua)
-)
-
-// leakyState is one key's meter in a MemoryStore: the end of its last booked
-// turn in µs (GCRA's theoretical arrival time), as the Redis key holds it.
-type leakyState struct{ tat int64 }
-
-func (s *leakyState) idleAt(now int64) bool { return s.tat <= now }
-
-// reserveMem is leakybucket_reserve.lua on a MemoryStore's state.
-func (b LeakyBucket) reserveMem(st *memState, now int64, n int, maxWait int64) decision {
-	s, _ := (*st).(*leakyState)
-	t, c := b.interval(), int64(b.Capacity)
-	tat := now
-	if s != nil && s.tat > now {
-		tat = s.tat
-	}
-	ahead := tat - now
-	cost := int64(n) * t
-	d := decision{wait: ahead}
-	inBudget := maxWait < 0 || ahead <= maxWait
-	switch {
-	case ahead+cost > c*t:
-		if inBudget {
-			d.wait = ahead + cost - c*t
-		}
-	case inBudget:
-		d.granted = true
-		tat += cost
-		d.tat = tat
-		if s == nil {
-			s = &leakyState{}
-			*st = s
-		}
-		s.tat = tat
-	}
-	if s != nil && s.idleAt(now) {
-		*st = nil
-	}
-	ahead = tat - now
-	d.remaining = int(max(0, c-(ahead+t-1)/t))
-	d.reset = ahead
-	return d
+func (b LeakyBucket) open(st memState, now, cool int64) module {
+	return &lbModule{tatModule: openTAT(st, now, b.interval(), cool), capacity: int64(b.Capacity)}
 }
 
-// refundMem is leakybucket_refund.lua on a MemoryStore's state.
-func (b LeakyBucket) refundMem(st *memState, now int64, n int, d decision) {
-	s, _ := (*st).(*leakyState)
-	if s == nil || s.tat != d.tat {
-		return // a later turn stands on the meter's time: moving it back would overlap that turn
-	}
-	s.tat -= int64(n) * b.interval() // the reservation's slot, after now: not idle
+// lbModule is lua/lb.lua in Go.
+type lbModule struct {
+	tatModule
+	capacity int64
 }
+
+func (m *lbModule) tail(now int64, n int, maxWait int64) (int64, bool, int64) {
+	ahead := m.tat - now
+	if over := ahead + int64(n)*m.t - m.capacity*m.t; over > 0 {
+		if maxWait < 0 || ahead <= maxWait {
+			return 0, false, over
+		}
+		return 0, false, ahead
+	}
+	return m.tat, true, 0
+}
+
+func (m *lbModule) figures(now int64) (int, int64) {
+	ahead := m.tat - now
+	return int(max(0, m.capacity-ceilDiv(ahead, m.t))), ahead
+}
+
+func (m *lbModule) rollback(now int64, n int, handle int64, hs *holes) {
+	m.rollbackTo(m, handle, max(now, m.cool), hs)
+}
+
+func (m *lbModule) hold(_, till int64) { m.tat = max(m.tat, till) }
+
+func (m *lbModule) next(at int64, n int) int64 { return at + int64(n)*m.t }

@@ -46,24 +46,27 @@ func init() {
 			{at: 150000, op: opTry, maxWait: 100000, pol: leaky5, key: "k", n: 2, granted: false, wait: 450000, remaining: 0, reset: 450000},
 			{at: 150000, op: opTake, pol: leaky5, key: "k", n: 2, granted: false, wait: 150000, remaining: 0, reset: 450000},
 		}},
-		confCase{"leaky bucket: cancel gives back a turn no later one stands on", []step{
+		confCase{"leaky bucket: a cancelled turn goes to a later caller, rolled back or as a hole", []step{
 			{at: 0, op: opTake, pol: leaky5, key: "k", n: 1, granted: true, remaining: 4, reset: 100000},
 			{at: 0, op: opTake, pol: leaky5, key: "k", n: 1, granted: true, wait: 100000, remaining: 3, reset: 200000},
 			{at: 0, op: opTake, pol: leaky5, key: "k", n: 1, granted: true, wait: 200000, remaining: 2, reset: 300000},
 			{at: 10000, op: opCancel, ref: 2, refunded: true},
 			{at: 10000, op: opTake, pol: leaky5, key: "k", n: 1, granted: true, wait: 190000, remaining: 2, reset: 290000},
-			{at: 20000, op: opCancel, ref: 1, refunded: true}, // applied, but the turn after it stands
-			{at: 20000, op: opTry, pol: leaky5, key: "k", n: 1, granted: false, wait: 280000, remaining: 2, reset: 280000},
+			{at: 20000, op: opCancel, ref: 1, refunded: true}, // the turn after it stands: a hole at 100 ms
+			{at: 20000, op: opTry, pol: leaky5, key: "k", n: 1, granted: false, wait: 80000, remaining: 2, reset: 280000},
 			{at: 30000, op: opCancel, ref: 2, refunded: false},
 			{at: 300000, op: opCancel, ref: 4, refunded: false},
 		}},
-		confCase{"leaky bucket: cancel under a later turn gives nothing back, not even part", []step{
+		confCase{"leaky bucket: a cancelled turn of two under a later one goes one at a time, never at once", []step{
 			{at: 0, op: opTake, pol: leaky5, key: "k", n: 1, granted: true, remaining: 4, reset: 100000},
 			{at: 0, op: opTake, pol: leaky5, key: "k", n: 2, granted: true, wait: 100000, remaining: 2, reset: 300000},
 			{at: 0, op: opTake, pol: leaky5, key: "k", n: 1, granted: true, wait: 300000, remaining: 1, reset: 400000},
-			// A token bucket would give back one of the two: the next turn
-			// would then start at 300 ms, on top of the one booked there.
+			// The turn of two from 100 to 300 ms is a hole: one token takes
+			// 100 ms, and the next the turn after it, 200 ms; never both at
+			// 100 ms, on top of each other.
 			{at: 10000, op: opCancel, ref: 1, refunded: true},
+			{at: 10000, op: opTake, pol: leaky5, key: "k", n: 1, granted: true, wait: 90000, remaining: 1, reset: 390000},
+			{at: 10000, op: opTake, pol: leaky5, key: "k", n: 1, granted: true, wait: 190000, remaining: 1, reset: 390000},
 			{at: 10000, op: opTry, pol: leaky5, key: "k", n: 1, granted: false, wait: 390000, remaining: 1, reset: 390000},
 		}},
 	)
@@ -120,7 +123,7 @@ func TestLeakyBucketRedisKey(t *testing.T) {
 	lim := NewLimiter(store, WithKeyPrefix(prefix))
 	ctx := context.Background()
 	pol := LeakyBucket{Rate: 20, Capacity: 4} // T = 50 ms
-	key := algoKey(prefix, "k", pol)
+	key := stateKey(prefix, "k", pol)
 
 	written := func(msg string) {
 		t.Helper()

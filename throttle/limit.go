@@ -86,21 +86,53 @@ func (l Limit) validate() (int64, error) {
 	return t, nil
 }
 
-// check validates l and a request for n tokens from it, and returns l's interval.
-func (l Limit) check(n int) (int64, error) {
-	t, err := l.validate()
-	if err != nil {
-		return 0, err
+func (l Limit) check(n int) error {
+	if err := l.Validate(); err != nil {
+		return err
 	}
-	if n < 1 {
-		return 0, invalidf("n %d must be at least 1", n)
-	}
-	if n > l.Burst {
-		return 0, &InvalidError{Reason: fmt.Sprintf("n %d is larger than burst %d: it could never be granted", n, l.Burst), tooLarge: true}
-	}
-	return t, nil
+	return checkN(n, l.Burst, "burst")
 }
 
 func (l Limit) String() string {
 	return fmt.Sprintf("%g/%v burst %d", l.Rate, l.period(), l.Burst)
 }
+
+func (Limit) kind() kind { return kindTB }
+
+func (l Limit) args() [3]int64 { return [3]int64{l.interval(), int64(l.Burst)} }
+
+// share is Rate/hosts per Period, and Burst/hosts rounded down but at least 1.
+func (l Limit) share(hosts int) algo {
+	l.Rate /= float64(hosts)
+	l.Burst = max(1, l.Burst/hosts)
+	return l
+}
+
+func (l Limit) open(st memState, now, cool int64) module {
+	return &tbModule{tatModule: openTAT(st, now, l.interval(), cool), burst: int64(l.Burst)}
+}
+
+// tbModule is lua/tb.lua in Go.
+type tbModule struct {
+	tatModule
+	burst int64
+}
+
+func (m *tbModule) tail(now int64, n int, _ int64) (int64, bool, int64) {
+	return max(now, m.tat+(int64(n)-m.burst)*m.t), true, 0
+}
+
+func (m *tbModule) figures(now int64) (int, int64) {
+	ahead := m.tat - now
+	return int(max(0, floorDiv(m.burst*m.t-ahead, m.t))), ahead
+}
+
+func (m *tbModule) rollback(now int64, n int, handle int64, hs *holes) {
+	floor := now
+	if m.cool > 0 {
+		floor = max(floor, m.cool+(m.burst-1)*m.t)
+	}
+	m.rollbackTo(m, handle, floor, hs)
+}
+
+func (m *tbModule) hold(_, till int64) { m.tat = max(m.tat, till+(m.burst-1)*m.t) }

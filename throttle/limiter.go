@@ -35,14 +35,12 @@ func NewLimiter(store Store, opts ...Option) *Limiter {
 	return l
 }
 
-// Bucket names one bucket in a multi-bucket call: N tokens from Key under Limit.
-// A zero N means 1.
+// Bucket names one bucket in a multi-bucket call: N from Key under Limit,
+// which may be any Policy (buckets of one call may mix them). A zero N means 1.
 type Bucket struct {
 	Key   string
-	Limit Limit
+	Limit Policy
 	N     int
-
-	t int64 // Limit.interval(), set once a request is checked
 }
 
 // Result is the outcome of TryAcquire.
@@ -64,17 +62,14 @@ func (l *Limiter) check(req *request) error {
 		if err := checkName(b.Key); err != nil {
 			return err
 		}
-		if req.pol != nil {
-			if err := req.pol.check(b.N); err != nil {
-				return err
-			}
-			continue
-		}
-		t, err := b.Limit.check(b.N)
+		a, err := asAlgo(b.Limit)
 		if err != nil {
 			return err
 		}
-		b.t = t
+		if err := a.check(b.N); err != nil {
+			return err
+		}
+		b.Limit = a
 	}
 	return nil
 }
@@ -113,16 +108,13 @@ func defaultN(b Bucket) Bucket {
 // ctx ends while it sleeps, in which case the tokens go back to the bucket where
 // the policy allows (see each policy).
 func (l *Limiter) Acquire(ctx context.Context, key string, policy Policy, n int) error {
-	req, err := policyRequest(key, policy, n)
-	if err != nil {
-		return err
-	}
-	return l.acquire(ctx, req)
+	return l.acquire(ctx, request{one: Bucket{Key: key, Limit: policy, N: n}})
 }
 
 // AcquireAll is Acquire over several buckets at once (say a tenant's and a
-// global one): it takes every bucket's tokens or none, and waits for the
-// slowest. On Redis Cluster the buckets must share a hash tag, as in
+// global one), of any policies: it takes from every bucket or from none, in
+// one store call, at the earliest time at which every bucket can grant, and
+// each bucket counts the grant at that time. On Redis Cluster the buckets must share a hash tag, as in
 // "{acct}:tenant:42" and "{acct}:global"; otherwise it fails with ErrCrossSlot
 // before any I/O, on any Redis, so code that works on one server works on a cluster.
 func (l *Limiter) AcquireAll(ctx context.Context, buckets []Bucket) error {
@@ -163,11 +155,7 @@ func (l *Limiter) acquire(ctx context.Context, req request) error {
 // never waits. A refusal is not an error: res.Allowed is false and
 // res.RetryAfter says when to come back.
 func (l *Limiter) TryAcquire(ctx context.Context, key string, policy Policy, n int) (Result, error) {
-	req, err := policyRequest(key, policy, n)
-	if err != nil {
-		return Result{}, err
-	}
-	return l.try(ctx, req)
+	return l.try(ctx, request{one: Bucket{Key: key, Limit: policy, N: n}})
 }
 
 // TryAcquireAll is TryAcquire over several buckets at once, all or nothing; see AcquireAll.
@@ -203,12 +191,7 @@ func (l *Limiter) try(ctx context.Context, req request) (Result, error) {
 // it takes nothing and returns a *LimitedError. The caller then calls r.Wait,
 // or acts after r.Delay() itself, or gives the tokens back with r.Cancel.
 func (l *Limiter) Reserve(ctx context.Context, key string, policy Policy, n int, maxWait time.Duration) (*Reservation, error) {
-	req, err := policyRequest(key, policy, n)
-	if err != nil {
-		return nil, err
-	}
-	req.maxWait = budget(maxWait)
-	return l.reserve(ctx, req)
+	return l.reserve(ctx, request{one: Bucket{Key: key, Limit: policy, N: n}, maxWait: budget(maxWait)})
 }
 
 // ReserveAll is Reserve over several buckets at once, all or nothing; see AcquireAll.
@@ -256,56 +239,54 @@ func (l *Limiter) reserve(ctx context.Context, req request) (*Reservation, error
 // from the decision: l, or for a local decision the Limiter over the local
 // store, in which case *req has become the request that store answered.
 func (l *Limiter) decide(ctx context.Context, req *request) (decision, *Limiter, error) {
-	local, probe := l.fb.begin()
-	if local {
-		return l.fb.decide(ctx, req, l.fb.lastCause())
-	}
-	start := callStart(ctx)
-	d, err := l.store.reserve(ctx, *req)
-	v := judge(ctx, start, err)
-	l.fb.end(probe, v, err)
-	if err == nil {
+	var d decision
+	v, local, cause, err := l.storeCall(ctx, "reserve", func() (err error) {
+		d, err = l.store.reserve(ctx, *req)
+		return err
+	})
+	switch {
+	case local:
+		return l.fb.decide(ctx, req, cause)
+	case err == nil:
 		return d, l, nil
-	}
-	if v == answered { // the request was refused, say CROSSSLOT
-		l.tel.outcome(ctx, req.one.Key, outError)
-		return decision{}, nil, err
-	}
-	l.tel.storeError(ctx, "reserve")
-	if v == failed {
-		switch l.cfg.failure {
-		case FailOpen:
-			l.tel.failOpen.Add(ctx, 1)
-			l.tel.outcome(ctx, req.one.Key, outFailOpen)
-			return decision{granted: true, remaining: 0}, l, nil
-		case FailLocal:
-			return l.fb.decide(ctx, req, err)
-		}
+	case v == failed && l.cfg.failure == FailOpen:
+		l.tel.failOpen.Add(ctx, 1)
+		l.tel.outcome(ctx, req.one.Key, outFailOpen)
+		return decision{granted: true}, l, nil
 	}
 	l.tel.outcome(ctx, req.one.Key, outError)
 	return decision{}, nil, err
 }
 
-// cooldown puts a cooldown on b in the store, applying the failure policy as
-// decide does: under FailLocal, a store that cannot answer, or fallback mode,
-// puts it on the local bucket instead.
-func (l *Limiter) cooldown(ctx context.Context, b Bucket, d time.Duration) (time.Duration, error) {
+// storeCall is how every Limiter call reaches its store. Under FailLocal in
+// fallback mode it does not call f, and says local, with the store failure
+// the local bucket stands in for; otherwise it calls f, settles what the
+// call says about the store, and says local if FailLocal should answer
+// instead because the store failed. v is the call's verdict.
+func (l *Limiter) storeCall(ctx context.Context, op string, f func() error) (v verdict, local bool, cause, err error) {
 	local, probe := l.fb.begin()
 	if local {
-		return l.fb.cooldown(ctx, l.cfg.prefix, b, d, l.fb.lastCause())
+		return unknown, true, l.fb.lastCause(), nil
 	}
 	start := callStart(ctx)
-	next, err := l.store.cooldown(ctx, l.cfg.prefix, b, d)
+	err = f()
+	v = l.settle(ctx, start, probe, op, err)
+	if v == failed && l.cfg.failure == FailLocal {
+		return v, true, err, nil
+	}
+	return v, false, nil, err
+}
+
+// settle records what a store call that began at start (see callStart)
+// returned: in the mode of FailLocal (fallback.go), and as a store error when
+// the store could not answer.
+func (l *Limiter) settle(ctx context.Context, start time.Time, probe bool, op string, err error) verdict {
 	v := judge(ctx, start, err)
 	l.fb.end(probe, v, err)
-	if err == nil {
-		return next, nil
+	if err != nil && v != answered {
+		l.tel.storeError(ctx, op)
 	}
-	l.tel.storeError(ctx, "cooldown")
-	if v == failed && l.cfg.failure == FailLocal {
-		return l.fb.cooldown(ctx, l.cfg.prefix, b, d, err)
-	}
-	return 0, err
+	return v
 }
 
 // CooldownLeft reports how much of a cooldown put on the bucket key (by any
@@ -319,19 +300,13 @@ func (l *Limiter) CooldownLeft(ctx context.Context, key string) (time.Duration, 
 	if err := checkName(key); err != nil {
 		return 0, err
 	}
-	local, probe := l.fb.begin()
+	var left time.Duration
+	_, local, _, err := l.storeCall(ctx, "cooldown", func() (err error) {
+		left, err = l.store.cooldownLeft(ctx, l.cfg.prefix, key)
+		return err
+	})
 	if local {
 		return l.fb.local.store.cooldownLeft(ctx, l.cfg.prefix, key)
-	}
-	start := callStart(ctx)
-	left, err := l.store.cooldownLeft(ctx, l.cfg.prefix, key)
-	v := judge(ctx, start, err)
-	l.fb.end(probe, v, err)
-	if err != nil {
-		l.tel.storeError(ctx, "cooldown")
-		if v == failed && l.cfg.failure == FailLocal {
-			return l.fb.local.store.cooldownLeft(ctx, l.cfg.prefix, key)
-		}
 	}
 	return left, err
 }
@@ -341,26 +316,31 @@ func (l *Limiter) CooldownLeft(ctx context.Context, key string) (time.Duration, 
 // Check it once at start-up rather than on every call.
 func (l *Limiter) Err() error { return l.err }
 
-// Cooldown grants nothing from the bucket key, to any process, for d; after
-// that the bucket resumes at limit's pace, one token first, so a fleet that was
-// told to back off (an upstream 429 with Retry-After) comes back one caller at
-// a time. A cooldown never shortens one already in place. It returns how long
-// until the bucket's next token. Under FailLocal in fallback mode, the cooldown
-// holds for this process only (see FailLocal).
-func (l *Limiter) Cooldown(ctx context.Context, key string, limit Limit, d time.Duration) (time.Duration, error) {
-	if l.err != nil {
-		return 0, l.err
-	}
-	if err := checkName(key); err != nil {
-		return 0, err
-	}
-	if err := limit.Validate(); err != nil {
+// Cooldown grants nothing from the bucket key under policy, to any process,
+// for d; after that the bucket resumes at the policy's pace (a token bucket
+// with one token first), so a fleet that was told to back off (an upstream
+// 429 with Retry-After) comes back one caller at a time. Turns cancelled
+// before it and not yet taken are voided. A cooldown never shortens one
+// already in place; CooldownLeft and Peek see it whatever the policy. It
+// returns how long until the bucket grants its next single unit. Under
+// FailLocal in fallback mode, the cooldown holds for this process only (see
+// FailLocal).
+func (l *Limiter) Cooldown(ctx context.Context, key string, policy Policy, d time.Duration) (time.Duration, error) {
+	b, err := l.bucketOf(key, policy)
+	if err != nil {
 		return 0, err
 	}
 	if d <= 0 || d > time.Duration(maxSpan)*time.Microsecond {
 		return 0, invalidf("cooldown %v must be positive and at most %v", d, time.Duration(maxSpan)*time.Microsecond)
 	}
-	next, err := l.cooldown(ctx, Bucket{Key: key, Limit: limit, N: 1}, d)
+	var next time.Duration
+	_, local, cause, err := l.storeCall(ctx, "cooldown", func() (err error) {
+		next, err = l.store.cooldown(ctx, l.cfg.prefix, b, d)
+		return err
+	})
+	if local {
+		next, err = l.fb.cooldown(ctx, l.cfg.prefix, b, d, cause)
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -88,7 +88,7 @@ func runRandom(t *testing.T, p algo, seed uint64, unit int64, cancels bool, chec
 		case k < 4:
 			now += 1 + rng.Int64N(3)
 		case k < 9 || !cancels:
-			req := request{prefix: prefix, one: Bucket{Key: "k", N: 1 + rng.IntN(limit)}, pol: p, maxWait: -1}
+			req := request{prefix: prefix, one: Bucket{Key: "k", Limit: p, N: 1 + rng.IntN(limit)}, maxWait: -1}
 			if rng.IntN(2) == 0 {
 				req.one.N = 1 // mostly single units, so that the key fills gradually
 			}

@@ -17,21 +17,43 @@ type MemoryStore struct {
 	start time.Time // without a Clock: time is start plus the monotonic time since
 
 	mu        sync.Mutex
-	buckets   map[memKey]*int64   // TAT in µs; an entry at or before now is a full bucket
-	markers   map[string]int64    // refund marker → expiry, µs
-	cooldowns map[memKey]int64    // a cooldown's end, µs
-	states    map[memKey]memState // the state of keys under policies other than Limit (memory_algo.go)
-	sems      *memSems            // semaphores of Concurrency and their waiting Holds (memory_hold.go)
+	entries   map[memKey]*memEntry // a key's state and holes, under its policy's kind
+	markers   map[string]int64     // refund marker → expiry, µs
+	cooldowns map[memKey]int64     // a cooldown's end by bucket name (kind unset), µs
+	sems      *memSems             // semaphores of Concurrency and their waiting Holds (memory_hold.go)
 }
 
-// memKey names a key's state: a bucket's, or with kind set, a policy's (as
-// "<name>:<kind>" does in Redis, without building that string).
-type memKey struct{ prefix, name, kind string }
+// memKey names a key's state: a bucket name under a prefix, and its policy's
+// kind (as "<name>:<kind>" does in Redis, without building that string).
+type memKey struct {
+	prefix, name string
+	kind         kind
+}
+
+// memEntry is one key's state and holes.
+type memEntry struct {
+	st memState // nil: none
+	hs holes
+}
+
+// idleAt reports that the entry holds nothing that matters at now or later.
+func (e *memEntry) idleAt(now int64) bool {
+	if e.st != nil && !e.st.idleAt(now) {
+		return false
+	}
+	for _, h := range e.hs.list {
+		if h.till > now {
+			return false
+		}
+	}
+	return true
+}
 
 // NewMemoryStore returns an empty in-process store. WithClock sets its time source.
 func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 	c := newStoreConfig(opts)
-	return &MemoryStore{clock: c.clock, start: time.Now(), buckets: make(map[memKey]*int64), markers: make(map[string]int64), cooldowns: make(map[memKey]int64), states: make(map[memKey]memState), sems: newMemSems()}
+	return &MemoryStore{clock: c.clock, start: time.Now(), entries: make(map[memKey]*memEntry),
+		markers: make(map[string]int64), cooldowns: make(map[memKey]int64), sems: newMemSems()}
 }
 
 // nowMicros reads the Clock, or else the monotonic clock only (one clock read,
@@ -43,41 +65,13 @@ func (m *MemoryStore) nowMicros() int64 {
 	return m.start.UnixMicro() + int64(time.Since(m.start)/time.Microsecond)
 }
 
-// tatOf is the bucket's TAT at now, never before now.
-func (m *MemoryStore) tatOf(k memKey, now int64) int64 {
-	if p := m.buckets[k]; p != nil && *p > now {
-		return *p
-	}
-	return now
-}
-
-// slot is where bucket k's TAT lives, made if the bucket is new; added says
-// so, and the caller then sweeps once it holds no pointer into the map (a
-// sweep may drop a full bucket whose pointer it still holds).
-func (m *MemoryStore) slot(k memKey) (p *int64, added bool) {
-	if p = m.buckets[k]; p == nil {
-		p = new(int64)
-		m.buckets[k] = p
-		added = true
-	}
-	return p, added
-}
-
-// sweep forgets up to two full buckets and expired markers: amortised cleanup.
+// sweep forgets up to two idle entries, one ended cooldown and two expired
+// markers: amortised cleanup, run when an entry is added.
 func (m *MemoryStore) sweep(now int64) {
 	i := 0
-	for k, tat := range m.buckets {
-		if *tat <= now {
-			delete(m.buckets, k)
-		}
-		if i++; i >= 2 {
-			break
-		}
-	}
-	i = 0
-	for k, st := range m.states {
-		if st.idleAt(now) {
-			delete(m.states, k)
+	for k, e := range m.entries {
+		if e.idleAt(now) {
+			delete(m.entries, k)
 		}
 		if i++; i >= 2 {
 			break
@@ -100,74 +94,132 @@ func (m *MemoryStore) sweep(now int64) {
 	}
 }
 
-// reserve is reserve.lua in Go; see that file for the contract.
+// memCall is one bucket of a call: its key, entry and module.
+type memCall struct {
+	key    memKey
+	e      *memEntry // nil: none yet
+	hs     holes
+	m      module
+	n      int
+	e0     int64 // the tail's earliest time
+	ok     bool  // the tail can queue n
+	retry  int64 // if not: its RetryAfter
+	handle int64
+}
+
+// open starts bucket b's part of a call at now, as the Lua modules' load and
+// holes.lua's H.load do: it binds the key's state to the policy and releases
+// the holes whose span is over.
+func (m *MemoryStore) open(prefix string, b *Bucket, now int64) memCall {
+	a := b.algo()
+	c := memCall{key: memKey{prefix: prefix, name: b.Key, kind: a.kind()}, n: b.N}
+	var st memState
+	if c.e = m.entries[c.key]; c.e != nil {
+		st, c.hs = c.e.st, c.e.hs
+	}
+	c.m = a.open(st, now, m.cooldownAt(prefix, b.Key, now))
+	c.hs.expire(now, c.m)
+	return c
+}
+
+// cooldownAt is the end of the cooldown on bucket name, if it is after now; else 0.
+func (m *MemoryStore) cooldownAt(prefix, name string, now int64) int64 {
+	if ends := m.cooldowns[memKey{prefix: prefix, name: name}]; ends > now {
+		return ends
+	}
+	return 0
+}
+
+// close ends c's part of a call: the key keeps the state the call wrote, or
+// the one it had, and its holes; an entry with nothing that matters goes.
+func (m *MemoryStore) close(c *memCall, now int64) {
+	st, wrote := c.m.save()
+	if !wrote && c.e != nil {
+		st = c.e.st
+	}
+	e := memEntry{st: st, hs: c.hs}
+	switch {
+	case e.idleAt(now):
+		delete(m.entries, c.key)
+	case c.e != nil:
+		*c.e = e
+		m.entries[c.key] = c.e // an earlier bucket's sweep may have dropped it
+	default:
+		m.entries[c.key] = &e
+		m.sweep(now)
+		m.entries[c.key] = &e // a sweep may have dropped it
+	}
+}
+
+// reserve is lua/reserve.lua in Go; see that file for the contract.
 func (m *MemoryStore) reserve(_ context.Context, req request) (decision, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.nowMicros()
-	if req.pol != nil {
-		return m.reserveAlgo(req, now), nil
+	k := req.len()
+	var buf [2]memCall
+	cs := buf[:0]
+	for i := 0; i < k; i++ {
+		c := m.open(req.prefix, req.at(i), now)
+		c.e0, c.ok, c.retry = c.m.tail(now, c.n, req.maxWait)
+		cs = append(cs, c)
 	}
-	n := req.len()
 
-	d := decision{now: now}
-	var p0 *int64   // the first bucket's TAT, looked up once
-	var ps []*int64 // the others'
-	if n > 1 {
-		d.tats = make([]int64, n-1)
-		ps = make([]*int64, n-1)
-	}
-	for i := 0; i < n; i++ {
-		b := req.at(i)
-		p := m.buckets[memKey{prefix: req.prefix, name: b.Key}]
-		tat := now
-		if p != nil && *p > now {
-			tat = *p
+	s, refused, isRefused := now, int64(0), false
+	for moved := true; moved && !isRefused; {
+		moved = false
+		for i := range cs {
+			c := &cs[i]
+			x, hi := c.hs.best(s, c.n)
+			if c.ok {
+				if t := max(c.e0, s); hi < 0 || t < x {
+					x, hi = t, 0
+				}
+			}
+			switch {
+			case hi < 0:
+				if !isRefused || c.retry > refused {
+					refused = c.retry
+				}
+				isRefused = true
+			case x > s:
+				s, moved = x, true
+			}
 		}
-		if i == 0 {
-			p0 = p
-		} else {
-			ps[i-1] = p
-		}
-		d.wait = max(d.wait, tat+int64(b.N)*b.t-now-int64(b.Limit.Burst)*b.t)
-		d.setTat(i, tat)
 	}
-	if req.maxWait < 0 || d.wait <= req.maxWait {
+
+	d := decision{now: now, wait: s - now}
+	if k > 1 {
+		d.handles = make([]int64, k-1)
+	}
+	switch {
+	case isRefused:
+		d.wait = refused
+	case req.maxWait < 0 || d.wait <= req.maxWait:
 		d.granted = true
-		added := false
-		for i := 0; i < n; i++ {
-			b := req.at(i)
-			p := p0
-			if i > 0 {
-				p = ps[i-1]
+		for i := range cs {
+			c := &cs[i]
+			if x, hi := c.hs.best(s, c.n); hi >= 0 && x == s {
+				c.hs.take(hi, c.n, c.m)
+			} else {
+				c.handle = c.m.commit(now, s, c.n)
 			}
-			if p == nil {
-				var a bool
-				p, a = m.slot(memKey{prefix: req.prefix, name: b.Key})
-				added = added || a
-			}
-			*p = d.tatAt(i) + int64(b.N)*b.t
-			d.setTat(i, *p)
-		}
-		if added {
-			m.sweep(now) // after the writes: new TATs are after now, so they stay
+			d.setHandle(i, c.handle)
 		}
 	}
-	remaining := int64(maxBurst)
-	for i := 0; i < n; i++ {
-		b := req.at(i)
-		ahead := d.tatAt(i) - now
-		d.reset = max(d.reset, ahead)
-		remaining = min(remaining, floorDiv(int64(b.Limit.Burst)*b.t-ahead, b.t))
+	d.remaining = maxBurst
+	for i := range cs {
+		r, z := cs[i].m.figures(now)
+		d.remaining, d.reset = min(d.remaining, r), max(d.reset, z)
+		m.close(&cs[i], now)
 	}
-	d.remaining = int(max(remaining, 0))
 	if !d.granted {
-		d.tat, d.tats = 0, nil
+		d.handles = nil
 	}
 	return d, nil
 }
 
-// refund is refund.lua in Go; see that file for the contract.
+// refund is lua/refund.lua in Go; see that file for the contract.
 func (m *MemoryStore) refund(_ context.Context, req request, d decision, id string) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -181,51 +233,85 @@ func (m *MemoryStore) refund(_ context.Context, req request, d decision, id stri
 		return false, nil
 	}
 	m.markers[marker] = slot + 1_000_000
-	if req.pol != nil {
-		m.refundAlgo(req, d, now)
-		return true, nil
-	}
 	for i := 0; i < req.len(); i++ {
-		b := req.at(i)
-		k := memKey{prefix: req.prefix, name: b.Key}
-		p := m.buckets[k]
-		mine := d.tatAt(i)
-		if p == nil || *p <= now || *p < mine {
-			continue
+		c := m.open(req.prefix, req.at(i), now)
+		switch h := d.handleAt(i); {
+		case h != 0 && c.m.isTail(h, slot, c.n):
+			c.m.rollback(now, c.n, h, &c.hs)
+		case c.m.has(now, h):
+			c.hs.add(now, c.m, c.n, slot, h)
 		}
-		back := min(int64(b.N)*b.t-(*p-mine), mine-now)
-		if back <= 0 {
-			continue
-		}
-		if nt := *p - back; nt <= now {
-			delete(m.buckets, k)
-		} else {
-			*p = nt
-		}
+		m.close(&c, now)
 	}
 	return true, nil
 }
 
-// cooldown is cooldown.lua in Go; see that file for the contract.
+// cooldown is lua/cooldown.lua in Go; see that file for the contract.
 func (m *MemoryStore) cooldown(_ context.Context, prefix string, b Bucket, d time.Duration) (time.Duration, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.nowMicros()
-	k := memKey{prefix: prefix, name: b.Key}
-	t, burst := b.Limit.interval(), int64(b.Limit.Burst)
-	tat := m.tatOf(k, now)
-	if target := now + int64(d/time.Microsecond) + (burst-1)*t; target > tat {
-		tat = target
-		p, added := m.slot(k)
-		*p = tat
-		if added {
-			m.sweep(now)
+	b.N = 1
+	c := m.open(prefix, &b, now)
+	c.hs.clear(now, c.m)
+	till := now + int64(d/time.Microsecond)
+	c.m.hold(now, till)
+	if k := (memKey{prefix: prefix, name: b.Key}); till > m.cooldowns[k] {
+		m.cooldowns[k] = till
+	}
+	e, ok, retry := c.m.tail(now, 1, -1)
+	m.close(&c, now)
+	if !ok {
+		return micros(retry), nil
+	}
+	return micros(e - now), nil
+}
+
+// cooldownLeft is cooldown_left.lua in Go; see that file for the contract.
+func (m *MemoryStore) cooldownLeft(_ context.Context, prefix, key string) (time.Duration, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return micros(max(0, m.cooldowns[memKey{prefix: prefix, name: key}]-m.nowMicros())), nil
+}
+
+// peek is lua/peek.lua in Go; it changes nothing.
+func (m *MemoryStore) peek(_ context.Context, prefix string, b Bucket) (State, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.nowMicros()
+	a := b.algo()
+	key := memKey{prefix: prefix, name: b.Key, kind: a.kind()}
+	var st memState
+	var hs holes
+	if e := m.entries[key]; e != nil {
+		st = e.st
+		for _, h := range e.hs.list {
+			if h.till > now {
+				hs.list = append(hs.list, h)
+			}
 		}
 	}
-	if ends := now + int64(d/time.Microsecond); ends > m.cooldowns[k] {
-		m.cooldowns[k] = ends
+	cool := m.cooldownAt(prefix, b.Key, now)
+	mod := a.open(st, now, cool)
+	e, ok, retry := mod.tail(now, b.N, -1)
+	next := retry
+	if ok {
+		next = e - now
 	}
-	return micros(max(0, tat-now-(burst-1)*t)), nil
+	if x, hi := hs.best(now, b.N); hi >= 0 && (!ok || x-now < next) {
+		next = x - now
+	}
+	r, z := mod.figures(now)
+	return State{Remaining: r, NextFree: micros(next), ResetAfter: micros(z), Cooldown: micros(max(0, cool-now))}, nil
+}
+
+// reset forgets the key's state, holes and cooldown, as a DEL of its keys.
+func (m *MemoryStore) reset(_ context.Context, prefix string, b Bucket) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.entries, memKey{prefix: prefix, name: b.Key, kind: b.algo().kind()})
+	delete(m.cooldowns, memKey{prefix: prefix, name: b.Key})
+	return nil
 }
 
 // floorDiv is a/b rounded towards minus infinity, as Lua's math.floor(a/b).
@@ -235,11 +321,4 @@ func floorDiv(a, b int64) int64 {
 		q--
 	}
 	return q
-}
-
-// cooldownLeft is cooldown_left.lua in Go; see that file for the contract.
-func (m *MemoryStore) cooldownLeft(_ context.Context, prefix, key string) (time.Duration, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return micros(max(0, m.cooldowns[memKey{prefix: prefix, name: key}]-m.nowMicros())), nil
 }

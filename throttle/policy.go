@@ -3,8 +3,6 @@ package throttle
 import (
 	"fmt"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Policy is a rate-limiting algorithm with its parameters: what Acquire,
@@ -40,70 +38,135 @@ func (l Limit) Quota() (int, time.Duration) {
 	return l.Burst, micros(int64(l.Burst) * l.interval())
 }
 
-// algo is a Policy other than Limit: one key per call, its own state and
-// scripts. The Limiter validates with check; the stores run the rest.
+// algo is what every Policy is inside this package: its checks, its
+// parameters as the scripts read them, and its state on a MemoryStore.
 //
-// Every algo's Redis scripts follow one contract, so RedisStore runs them all
-// the same way (redis_algo.go):
-//
-//	reserve: KEYS[1] state key
-//	         ARGV[1] now µs or "" for Redis TIME, ARGV[2] max wait µs (-1: none),
-//	         ARGV[3] n, ARGV[4..] args()
-//	         reply {granted, wait µs, remaining, reset µs, now µs, handle}
-//	         (handle ≥ 0, 0 when denied: what a refund needs)
-//	refund:  KEYS[1] state key, KEYS[2] marker key (its presence: already refunded)
-//	         ARGV[1] now µs or "", ARGV[2] the reservation's slot µs, ARGV[3] n,
-//	         ARGV[4] handle, ARGV[5..] args()
-//	         reply 1 if processed now, 0 if the slot has passed or it was processed before
-//
-// Every script starts with now.lua (newScript), which sets `now`; a refund
-// script also with refund_guard.lua (newRefundScript), which returns 0 past the
-// slot or on a second try, so the algo's refund body only gives back. The
-// memory side mirrors them on a per-key state value that the algo owns, and
-// MemoryStore keeps the markers.
+// Every algo's Redis side is a Lua module (lua/<kind>.lua) that the bucket
+// scripts dispatch to, so one script call serves buckets of any mix of
+// policies (scripts.go): load the key's state; tail, the earliest time at or
+// after now at which n fit behind what is booked (or a refusal, for a queue
+// that is full); commit n at a slot at or after that; figures (remaining,
+// reset); the rollback of the latest booking; release, what a hole nobody
+// took gives back; hold, for a cooldown; holetill, how long a cancelled turn
+// may be moved. The memory side mirrors each module as a module value
+// (open), on a per-key state the algo owns; both are held to the conformance
+// table and the lockstep random tests.
 type algo interface {
 	Policy
 	// check validates the policy and a request for n of it; an n that could
 	// never be granted is an InvalidError matching ErrTooLarge.
 	check(n int) error
-	// kind names the algorithm in its state key, e.g. "fw": keys of different
-	// algorithms never collide, even under one name.
-	kind() string
-	// args are the policy's parameters as its scripts read them, after the common ARGV.
-	args() []any
-	scripts() (reserve, refund *redis.Script)
-
-	// reserveMem is the reserve script on *st, the key's state: nil when the
-	// key is new; the algo may set it, or set it to nil to forget the key.
-	reserveMem(st *memState, now int64, n int, maxWait int64) decision
-	// refundMem is the refund script without the marker: the store keeps that.
-	refundMem(st *memState, now int64, n int, d decision)
+	// kind names the algorithm's Lua module and its state key's suffix.
+	kind() kind
+	// args are the policy's parameters as its module reads them (a1, a2, a3).
+	args() [3]int64
 	// share is the policy cut to one host's share among hosts (FailLocal).
 	share(hosts int) algo
+	// open binds the key's state (nil: none) to the policy for one call at
+	// now; cool is the end of the key's cooldown (0: none).
+	open(st memState, now, cool int64) module
 }
 
-// policyRequest is a one-key request for n of p.
-func policyRequest(key string, p Policy, n int) (request, error) {
+// kind is an algorithm: the name of its Lua module and its state key's suffix.
+type kind int
+
+const (
+	kindTB kind = iota // Limit, the token bucket: the state is the bucket's own key
+	kindLB             // LeakyBucket
+	kindFW             // FixedWindow
+	kindSL             // SlidingLog
+	kindSW             // SlidingWindow
+	numKinds
+)
+
+var kindNames = [numKinds]string{"tb", "lb", "fw", "sl", "sw"}
+
+func (k kind) String() string { return kindNames[k] }
+
+// asAlgo is p as this package runs it: one of its policy values, or a
+// non-nil pointer to one.
+func asAlgo(p Policy) (algo, error) {
 	switch p := p.(type) {
 	case Limit:
-		return request{one: Bucket{Key: key, Limit: p, N: n}}, nil
-	case FixedWindow, SlidingLog, SlidingWindow, LeakyBucket:
-		// Values only: a pointer has their methods too, and a nil one panics in them.
-		return request{one: Bucket{Key: key, N: n}, pol: p.(algo)}, nil
+		return p, nil
+	case FixedWindow:
+		return p, nil
+	case SlidingLog:
+		return p, nil
+	case SlidingWindow:
+		return p, nil
+	case LeakyBucket:
+		return p, nil
 	case nil:
-		return request{one: Bucket{Key: key, N: n}}, invalidf("policy is nil")
+		return nil, invalidf("policy is nil")
 	}
-	return request{one: Bucket{Key: key, N: n}}, invalidf("policy %T is not one of this package's", p)
+	// Pointers have the values' methods too; a nil one would panic in them.
+	switch p := p.(type) {
+	case *Limit:
+		if p != nil {
+			return *p, nil
+		}
+	case *FixedWindow:
+		if p != nil {
+			return *p, nil
+		}
+	case *SlidingLog:
+		if p != nil {
+			return *p, nil
+		}
+	case *SlidingWindow:
+		if p != nil {
+			return *p, nil
+		}
+	case *LeakyBucket:
+		if p != nil {
+			return *p, nil
+		}
+	default:
+		return nil, invalidf("policy %T is not one of this package's", p)
+	}
+	return nil, invalidf("policy %T is nil", p)
 }
 
-// algoKey is the state key of an algo's bucket name under prefix.
-func algoKey(prefix, name string, a algo) string { return redisKey(prefix, name) + ":" + a.kind() }
+// stateKey is the Redis key of bucket name's state under a: the bucket's own
+// key for a token bucket (as it has always been), else that plus ":<kind>",
+// so keys of different algorithms never collide and the name's hash tag, and
+// with it the Cluster slot, is kept.
+func stateKey(prefix, name string, a algo) string {
+	if a.kind() == kindTB {
+		return redisKey(prefix, name)
+	}
+	return redisKey(prefix, name) + ":" + a.kind().String()
+}
 
 // memState is one key's state in a MemoryStore, under an algo.
 type memState interface {
 	// idleAt reports that the state holds nothing that matters at now or
 	// later (the Redis key would have expired), so the key can be forgotten.
 	idleAt(now int64) bool
+}
+
+// module is a policy's state on one key of a MemoryStore, bound to the
+// policy of one call: the twin of the policy's Lua module (see algo).
+type module interface {
+	tail(now int64, n int, maxWait int64) (e int64, ok bool, retry int64)
+	commit(now, s int64, n int) (handle int64)
+	figures(now int64) (remaining int, reset int64)
+	isTail(handle, slot int64, n int) bool
+	has(now, handle int64) bool
+	rollback(now int64, n int, handle int64, hs *holes)
+	release(now int64, n int, handle int64)
+	hold(now, till int64)
+	holeTill(at int64) int64
+	// next is where a turn that follows n at `at` starts: at, but n·T
+	// later on a leaky bucket, whose turns never coincide.
+	next(at int64, n int) int64
+	// flag is called when the key's holes come or go, where the Lua module's
+	// flag writes its state (a module whose state records that writes it).
+	flag()
+	// save is the key's state after the call, and whether the call wrote it:
+	// if not, the key keeps the state it had, as the Redis key does.
+	save() (memState, bool)
 }
 
 // checkMax checks a window policy's Max.

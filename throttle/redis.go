@@ -84,20 +84,30 @@ func (s *RedisStore) now() string {
 	return strconv.FormatInt(s.clock.Now().UnixMicro(), 10)
 }
 
+// bucketKeys appends bucket b's three keys (lua/prelude.lua): its state,
+// its holes and its cooldown marker.
+func bucketKeys(keys []string, prefix string, b *Bucket) []string {
+	st := stateKey(prefix, b.Key, b.algo())
+	return append(keys, st, st+":holes", cooldownMarker(prefix, b.Key))
+}
+
+// bucketArgs appends bucket b's five arguments: kind, n, a1, a2, a3.
+func bucketArgs(args []any, b *Bucket) []any {
+	a := b.algo()
+	p := a.args()
+	return append(args, a.kind().String(), b.N, p[0], p[1], p[2])
+}
+
 func (s *RedisStore) reserve(ctx context.Context, req request) (decision, error) {
-	if req.pol != nil {
-		return s.reserveAlgo(ctx, req)
-	}
 	n := req.len()
-	keys := make([]string, n)
-	args := make([]any, 2, 2+3*n)
+	keys := make([]string, 0, 3*n)
+	args := make([]any, 2, 2+5*n)
 	args[0], args[1] = s.now(), strconv.FormatInt(req.maxWait, 10)
 	for i := 0; i < n; i++ {
-		b := req.at(i)
-		keys[i] = redisKey(req.prefix, b.Key)
-		args = append(args, b.t, b.Limit.Burst, b.N)
+		keys = bucketKeys(keys, req.prefix, req.at(i))
+		args = bucketArgs(args, req.at(i))
 	}
-	v, err := reserveScript.Run(ctx, s.rdb, keys, args...).Result()
+	v, err := bucketScripts[scriptReserve][req.kind()].Run(ctx, s.rdb, keys, args...).Result()
 	if err != nil {
 		return decision{}, s.fail("reserve", err)
 	}
@@ -108,44 +118,52 @@ func (s *RedisStore) reserve(ctx context.Context, req request) (decision, error)
 	return d, nil
 }
 
-func parseDecision(v any, n int) (decision, error) {
+// replyInts is a script's reply of want non-negative integers.
+func replyInts(v any, want int) ([]int64, error) {
 	a, ok := v.([]any)
-	if !ok || len(a) != 5+n {
-		return decision{}, fmt.Errorf("bad reply %v", v)
+	if !ok || len(a) != want {
+		return nil, fmt.Errorf("bad reply %v", v)
 	}
 	ints := make([]int64, len(a))
 	for i := range a {
 		x, ok := a[i].(int64)
 		if !ok || x < 0 {
-			return decision{}, fmt.Errorf("bad reply field %d: %v", i, a[i])
+			return nil, fmt.Errorf("bad reply field %d: %v", i, a[i])
 		}
 		ints[i] = x
 	}
+	return ints, nil
+}
+
+func parseDecision(v any, n int) (decision, error) {
+	ints, err := replyInts(v, 5+n)
+	if err != nil {
+		return decision{}, err
+	}
 	d := decision{granted: ints[0] == 1, wait: ints[1], remaining: int(ints[2]), reset: ints[3], now: ints[4]}
 	if d.granted {
-		d.tat = ints[5]
+		d.handle = ints[5]
 		if n > 1 {
-			d.tats = ints[6:]
+			d.handles = ints[6:]
 		}
 	}
 	return d, nil
 }
 
 func (s *RedisStore) refund(ctx context.Context, req request, d decision, id string) (bool, error) {
-	if req.pol != nil {
-		return s.refundAlgo(ctx, req, d, id)
-	}
 	n := req.len()
-	keys := make([]string, n+1)
-	args := make([]any, 2, 2+3*n)
-	args[0], args[1] = s.now(), strconv.FormatInt(d.slot(), 10)
+	keys := make([]string, 0, 3*n+1)
+	args := make([]any, 3, 3+6*n)
+	args[0], args[1], args[2] = s.now(), strconv.FormatInt(d.slot(), 10), id
 	for i := 0; i < n; i++ {
-		b := req.at(i)
-		keys[i] = redisKey(req.prefix, b.Key)
-		args = append(args, d.tatAt(i), b.t, b.N)
+		keys = bucketKeys(keys, req.prefix, req.at(i))
+		args = bucketArgs(args, req.at(i))
 	}
-	keys[n] = keys[0] + ":refund:" + id
-	v, err := refundScript.Run(ctx, s.rdb, keys, args...).Int64()
+	for i := 0; i < n; i++ {
+		args = append(args, d.handleAt(i))
+	}
+	keys = append(keys, keys[0]+":refund:"+id)
+	v, err := bucketScripts[scriptRefund][req.kind()].Run(ctx, s.rdb, keys, args...).Int64()
 	if err != nil {
 		return false, s.fail("refund", err)
 	}
@@ -155,9 +173,9 @@ func (s *RedisStore) refund(ctx context.Context, req request, d decision, id str
 func cooldownMarker(prefix, name string) string { return redisKey(prefix, name) + ":cooldown" }
 
 func (s *RedisStore) cooldown(ctx context.Context, prefix string, b Bucket, d time.Duration) (time.Duration, error) {
-	keys := []string{redisKey(prefix, b.Key), cooldownMarker(prefix, b.Key)}
-	v, err := cooldownScript.Run(ctx, s.rdb, keys, s.now(), int64(d/time.Microsecond),
-		b.Limit.interval(), b.Limit.Burst).Int64()
+	keys := bucketKeys(make([]string, 0, 3), prefix, &b)
+	args := bucketArgs([]any{s.now(), int64(d / time.Microsecond)}, &b)
+	v, err := bucketScripts[scriptCooldown][b.algo().kind()].Run(ctx, s.rdb, keys, args...).Int64()
 	if err != nil {
 		return 0, s.fail("cooldown", err)
 	}
@@ -176,6 +194,28 @@ func (s *RedisStore) cooldownLeft(ctx context.Context, prefix, key string) (time
 		return 0, storeErr("cooldown", fmt.Errorf("bad reply %d", v))
 	}
 	return micros(v), nil
+}
+
+func (s *RedisStore) peek(ctx context.Context, prefix string, b Bucket) (State, error) {
+	keys := bucketKeys(make([]string, 0, 3), prefix, &b)
+	args := bucketArgs([]any{s.now()}, &b)
+	v, err := bucketScripts[scriptPeek][b.algo().kind()].Run(ctx, s.rdb, keys, args...).Result()
+	if err != nil {
+		return State{}, s.fail("peek", err)
+	}
+	ints, err := replyInts(v, 5)
+	if err != nil {
+		return State{}, storeErr("peek", err)
+	}
+	return State{Remaining: int(ints[0]), NextFree: micros(ints[1]), ResetAfter: micros(ints[2]), Cooldown: micros(ints[3])}, nil
+}
+
+func (s *RedisStore) reset(ctx context.Context, prefix string, b Bucket) error {
+	keys := bucketKeys(make([]string, 0, 3), prefix, &b)
+	if err := s.rdb.Del(ctx, keys...).Err(); err != nil {
+		return s.fail("reset", err)
+	}
+	return nil
 }
 
 // fail turns a failed store call into the error callers see. A network
@@ -205,7 +245,7 @@ func storeErr(op string, err error) error {
 // a wrong password, or an ACL that denies a key or a command (also one called
 // inside a script). That is a misconfiguration, not an outage.
 func refusal(err error) bool {
-	for _, p := range []string{"NOPERM", "WRONGPASS", "NOAUTH", "The user executing the script can't run this command"} {
+	for _, p := range []string{"NOPERM", "WRONGPASS", "NOAUTH", "Protocol error: unauthenticated", "The user executing the script can't run this command"} {
 		if redis.HasErrorPrefix(err, p) {
 			return true
 		}

@@ -2,18 +2,36 @@ package throttle
 
 import (
 	_ "embed"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// One script per operation; each file's header documents its KEYS, ARGV and reply.
+// The bucket scripts are composed from files in lua/: now.lua, prelude.lua
+// and holes.lua, the modules of the policies a call uses (tat.lua, then
+// tb.lua, lb.lua, fw.lua, sl.lua, sw.lua), then the operation's main file.
+// A call whose buckets share one policy runs the script with that module
+// only; a call mixing policies runs the one with every module. Each file's
+// header documents its part: KEYS, ARGV and reply in the main files.
 var (
-	// nowLua sets `now` from ARGV[1] or Redis TIME; newScript puts it first.
 	//go:embed lua/now.lua
 	nowLua string
-	// refundGuardLua is the slot check and marker of a policy's refund.
-	//go:embed lua/refund_guard.lua
-	refundGuardLua string
+	//go:embed lua/prelude.lua
+	preludeLua string
+	//go:embed lua/holes.lua
+	holesLua string
+	//go:embed lua/tat.lua
+	tatLua string
+	//go:embed lua/tb.lua
+	tbLua string
+	//go:embed lua/lb.lua
+	lbLua string
+	//go:embed lua/fw.lua
+	fwLua string
+	//go:embed lua/sl.lua
+	slLua string
+	//go:embed lua/sw.lua
+	swLua string
 
 	//go:embed lua/reserve.lua
 	reserveLua string
@@ -21,21 +39,57 @@ var (
 	refundLua string
 	//go:embed lua/cooldown.lua
 	cooldownLua string
+	//go:embed lua/peek.lua
+	peekLua string
 	//go:embed lua/cooldown_left.lua
 	cooldownLeftLua string
 
-	reserveScript      = newScript(reserveLua)
-	refundScript       = newScript(refundLua)
-	cooldownScript     = newScript(cooldownLua)
 	cooldownLeftScript = newScript(cooldownLeftLua)
 )
+
+// scriptOp is a bucket script's operation.
+type scriptOp int
+
+const (
+	scriptReserve scriptOp = iota
+	scriptRefund
+	scriptCooldown
+	scriptPeek
+	numScriptOps
+)
+
+// mixed indexes the scripts with every module, for calls that mix policies.
+const mixed = numKinds
+
+// bucketScripts[scriptOp][kind] runs op on buckets of that kind (or mixed).
+var bucketScripts = func() (s [numScriptOps][numKinds + 1]*redis.Script) {
+	modules := [numKinds]string{
+		kindTB: tatLua + tbLua,
+		kindLB: tatLua + lbLua,
+		kindFW: fwLua,
+		kindSL: slLua,
+		kindSW: swLua,
+	}
+	all := tatLua + tbLua + lbLua + fwLua + slLua + swLua
+	mains := [numScriptOps]string{scriptReserve: reserveLua, scriptRefund: refundLua, scriptCooldown: cooldownLua, scriptPeek: peekLua}
+	for o, main := range mains {
+		for k := range modules {
+			s[o][k] = bucketScript(modules[k], main)
+		}
+		s[o][mixed] = bucketScript(all, main)
+	}
+	return s
+}()
+
+func bucketScript(modules, main string) *redis.Script {
+	var b strings.Builder
+	for _, part := range []string{nowLua, preludeLua, holesLua, modules, main} {
+		b.WriteString(part)
+		b.WriteString("\n")
+	}
+	return redis.NewScript(b.String())
+}
 
 // newScript is a script that starts with now.lua, so every script reads the
 // time one way.
 func newScript(body string) *redis.Script { return redis.NewScript(nowLua + body) }
-
-// newRefundScript is a policy's refund script (the algo contract in
-// policy.go): now.lua, refund_guard.lua, then body.
-func newRefundScript(body string) *redis.Script {
-	return redis.NewScript(nowLua + refundGuardLua + body)
-}

@@ -1,12 +1,9 @@
 package throttle
 
 import (
-	_ "embed"
 	"fmt"
 	"sort"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // SlidingLog grants at most Max tokens in any span of time of length Window,
@@ -70,29 +67,15 @@ func (l SlidingLog) String() string { return fmt.Sprintf("%d per %v sliding log"
 
 func (SlidingLog) isPolicy() {}
 
-func (SlidingLog) kind() string { return "sl" }
+func (SlidingLog) kind() kind { return kindSL }
 
-func (l SlidingLog) args() []any { return []any{l.Max, l.window()} }
-
-func (SlidingLog) scripts() (reserve, refund *redis.Script) {
-	return slidingLogReserveScript, slidingLogRefundScript
-}
+func (l SlidingLog) args() [3]int64 { return [3]int64{int64(l.Max), l.window()} }
 
 // share is Max/hosts, at least 1, in the same Window.
 func (l SlidingLog) share(hosts int) algo {
 	l.Max = max(1, l.Max/hosts)
 	return l
 }
-
-var (
-	//go:embed lua/slidinglog_reserve.lua
-	slidingLogReserveLua string
-	//go:embed lua/slidinglog_refund.lua
-	slidingLogRefundLua string
-
-	slidingLogReserveScript = newScript(slidingLogReserveLua)
-	slidingLogRefundScript  = newRefundScript(slidingLogRefundLua)
-)
 
 // slidingLogState is one key's log in a MemoryStore, as the Redis list holds
 // it: grant times in µs, oldest first, non-decreasing.
@@ -147,64 +130,76 @@ func (l SlidingLog) status(log []int64, now int64) (remaining int, reset int64) 
 	return max(0, l.Max-in), reset
 }
 
-// reserveMem is slidinglog_reserve.lua on a MemoryStore's state.
-func (l SlidingLog) reserveMem(st *memState, now int64, n int, maxWait int64) decision {
-	s, _ := (*st).(*slidingLogState)
-	if s != nil && s.idleAt(now) {
-		s = nil // the Redis key would have expired: every entry is out of every window to come
+func (l SlidingLog) open(st memState, now, cool int64) module {
+	m := &slModule{l: l, cool: cool}
+	if s, ok := st.(*slidingLogState); ok && !s.idleAt(now) {
+		m.log = s.log
 	}
-	var log []int64
-	if s != nil {
-		log = s.log
-	}
-	t := l.earliest(log, now, n)
-	d := decision{wait: t - now}
-	if maxWait < 0 || d.wait <= maxWait {
-		d.granted, d.tat = true, t
-		if s == nil {
-			s = &slidingLogState{}
-		}
-		for range n {
-			s.log = append(s.log, t)
-		}
-		if drop := len(s.log) - l.Max; drop > 0 {
-			s.log = s.log[drop:]
-		}
-		s.until = t + l.window()
-		log = s.log
-	}
-	if s == nil {
-		*st = nil
-	} else {
-		*st = s
-	}
-	d.remaining, d.reset = l.status(log, now)
-	return d
+	return m
 }
 
-// refundMem is slidinglog_refund.lua on a MemoryStore's state: it takes up to
-// n entries equal to the reservation's time t off the log, the last ones, and
-// puts as many stand-ins at the front.
+// slModule is lua/sl.lua in Go.
+type slModule struct {
+	l     SlidingLog
+	log   []int64
+	cool  int64 // a cooldown's end (the marker), 0: none
+	wrote bool
+}
+
+func (m *slModule) tail(now int64, n int, _ int64) (int64, bool, int64) {
+	return max(m.l.earliest(m.log, now, n), m.cool), true, 0
+}
+
+func (m *slModule) commit(_, s int64, n int) int64 {
+	for range n {
+		m.log = append(m.log, s)
+	}
+	if drop := len(m.log) - m.l.Max; drop > 0 {
+		m.log = m.log[drop:]
+	}
+	m.wrote = true
+	return s
+}
+
+func (m *slModule) figures(now int64) (int, int64) { return m.l.status(m.log, now) }
+
+func (m *slModule) last() (int64, bool) {
+	if len(m.log) == 0 {
+		return 0, false
+	}
+	return m.log[len(m.log)-1], true
+}
+
+func (m *slModule) isTail(handle, _ int64, _ int) bool {
+	last, ok := m.last()
+	return ok && last == handle
+}
+
+func (m *slModule) has(now, handle int64) bool {
+	last, ok := m.last()
+	return ok && last > now && handle <= last
+}
+
+// rollback takes up to n entries equal to the reservation's time t off the
+// log, the last ones, and puts as many stand-ins at the front.
 //
 // Taking grants out can only loosen the limit, but the log dropped its old
 // entries on the ground that its end never moves back (see slidingLogState),
-// and a refund moves it back. With Max 2: grants at 0 and 0, then a booking at
-// Window drops one 0; taking the booking out would leave [0], and a grant at
-// once would put three grants in one window. So each entry taken out is
+// and a rollback moves it back. With Max 2: grants at 0 and 0, then a booking
+// at Window drops one 0; taking the booking out would leave [0], and a grant
+// at once would put three grants in one window. So each entry taken out is
 // replaced by a stand-in at or after every entry the log dropped, so that it
 // counts for at least as long: the log's first entry (everything dropped is
 // at or before it), or t−Window if that is earlier and no entry comes after
 // t. (Then every grant that stands is at or before t; those after t−Window
 // share the window ending at t, so there are at most Max−n of them, and the
 // log still holds at least that many entries after t−Window.) Each entry only
-// moves earlier, so the log is never stricter than before; the next caller
-// asking as much as the last booking cancelled gets its slot or an earlier one.
-func (l SlidingLog) refundMem(st *memState, now int64, n int, d decision) {
-	s, _ := (*st).(*slidingLogState)
-	if s == nil || len(s.log) == 0 {
+// moves earlier, so the log is never stricter than before.
+func (m *slModule) rollback(now int64, n int, t int64, _ *holes) {
+	log := m.log
+	if len(log) == 0 {
 		return
 	}
-	t, log := d.tat, s.log
 	end := len(log) // the run of entries equal to t ends here
 	for end > 0 && log[end-1] > t {
 		end--
@@ -213,23 +208,40 @@ func (l SlidingLog) refundMem(st *memState, now int64, n int, d decision) {
 	for start > 0 && log[start-1] == t && end-start < n {
 		start--
 	}
-	m := end - start
-	if m == 0 {
+	k := end - start
+	if k == 0 {
 		return
 	}
 	pad := log[0]
 	if end == len(log) {
-		pad = min(pad, t-l.window())
+		pad = min(pad, t-m.l.window())
 	}
 	out := make([]int64, 0, len(log))
-	for range m {
+	for range k {
 		out = append(out, pad)
 	}
 	out = append(out, log[:start]...)
 	out = append(out, log[end:]...)
-	s.log = out
-	s.until = out[len(out)-1] + l.window()
-	if s.idleAt(now) {
-		*st = nil
+	m.log = out
+	if out[len(out)-1]+m.l.window() <= now {
+		m.log = nil
 	}
+	m.wrote = true
 }
+
+func (m *slModule) release(now int64, n int, t int64) { m.rollback(now, n, t, nil) }
+
+func (m *slModule) holeTill(at int64) int64 { return at + 1 }
+
+func (m *slModule) hold(_, till int64) { m.cool = max(m.cool, till) }
+
+func (m *slModule) flag() {}
+
+func (m *slModule) save() (memState, bool) {
+	if len(m.log) == 0 {
+		return nil, m.wrote
+	}
+	return &slidingLogState{log: m.log, until: m.log[len(m.log)-1] + m.l.window()}, m.wrote
+}
+
+func (m *slModule) next(at int64, _ int) int64 { return at }

@@ -52,16 +52,16 @@ func init() {
 			{at: 3000, op: opTake, pol: log2, key: "k", n: 2, granted: true, wait: 997000, remaining: 0, reset: 1997000},
 			{at: 4000, op: opCancel, ref: 1, refunded: false},
 		}},
-		confCase{"sliding log: a cancel under a later booking frees nothing", []step{
+		confCase{"sliding log: a cancel under a later booking leaves its turn to the next caller", []step{
 			{at: 0, op: opTake, pol: log2, key: "k", n: 2, granted: true, remaining: 0, reset: 1000000},
 			{at: 0, op: opTake, pol: log2, key: "k", n: 1, granted: true, wait: 1000000, remaining: 0, reset: 2000000},
 			{at: 0, op: opTake, pol: log2, key: "k", n: 1, granted: true, wait: 1000000, remaining: 0, reset: 2000000},
 			{at: 0, op: opTake, pol: log2, key: "k", n: 1, granted: true, wait: 2000000, remaining: 0, reset: 3000000},
 			{at: 1000, op: opCancel, ref: 2, refunded: true},
-			{at: 1000, op: opTake, pol: log2, key: "k", n: 1, granted: true, wait: 1999000, remaining: 0, reset: 2999000},
-			// The last one, though, goes back.
+			{at: 1000, op: opTake, pol: log2, key: "k", n: 1, granted: true, wait: 999000, remaining: 0, reset: 2999000},
+			// The one that took the hole cancels: its turn is a hole again.
 			{at: 2000, op: opCancel, ref: 5, refunded: true},
-			{at: 2000, op: opTake, pol: log2, key: "k", n: 1, granted: true, wait: 1998000, remaining: 0, reset: 2998000},
+			{at: 2000, op: opTake, pol: log2, key: "k", n: 1, granted: true, wait: 998000, remaining: 0, reset: 2998000},
 			{at: 2000000, op: opCancel, ref: 7, refunded: false},
 		}},
 	)
@@ -117,7 +117,7 @@ func TestSlidingLogRedisKey(t *testing.T) {
 	lim := NewLimiter(store, WithKeyPrefix(prefix))
 	ctx := context.Background()
 	pol := SlidingLog{Max: 4, Window: 200 * time.Millisecond}
-	key := algoKey(prefix, "k", pol)
+	key := stateKey(prefix, "k", pol)
 
 	written := func(msg string) {
 		t.Helper()
@@ -186,7 +186,7 @@ func TestSlidingLogRandomAgreesAndHolds(t *testing.T) {
 func slidingLogRandom(t *testing.T, p SlidingLog, seed uint64) {
 	w := p.window()
 	times := grantTimes(runRandom(t, p, seed, w, true, func(s lockstepStep) {
-		n, err := s.rdb.LLen(context.Background(), algoKey(s.prefix, "k", p)).Result()
+		n, err := s.rdb.LLen(context.Background(), stateKey(s.prefix, "k", p)).Result()
 		require.NoError(t, err, s.msg)
 		require.LessOrEqual(t, n, int64(p.Max), s.msg+" LLEN")
 	}))
@@ -213,11 +213,11 @@ func TestSlidingLogLargestMax(t *testing.T) {
 			ctx := context.Background()
 			prefix := redistest.Prefix(t)
 			req := func(n int) request {
-				return request{prefix: prefix, one: Bucket{Key: "k", N: n}, pol: pol, maxWait: -1}
+				return request{prefix: prefix, one: Bucket{Key: "k", Limit: pol, N: n}, maxWait: -1}
 			}
 			d, err := store.reserve(ctx, req(maxLogMax))
 			require.NoError(t, err)
-			assert.Equal(t, decision{granted: true, remaining: 0, reset: 1000000, now: base.UnixMicro(), tat: base.UnixMicro()}, d)
+			assert.Equal(t, decision{granted: true, remaining: 0, reset: 1000000, now: base.UnixMicro(), handle: base.UnixMicro()}, d)
 			clock.at(1000)
 			booked, err := store.reserve(ctx, req(2500))
 			require.NoError(t, err)

@@ -1,11 +1,8 @@
 package throttle
 
 import (
-	_ "embed"
 	"fmt"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // SlidingWindow grants about Max in any span of length Window, in constant
@@ -72,16 +69,6 @@ const (
 	maxExact = 1 << 53
 )
 
-var (
-	//go:embed lua/slidingwindow_reserve.lua
-	slidingWindowReserveLua string
-	//go:embed lua/slidingwindow_refund.lua
-	slidingWindowRefundLua string
-
-	slidingWindowReserveScript = newScript(slidingWindowReserveLua)
-	slidingWindowRefundScript  = newRefundScript(slidingWindowRefundLua)
-)
-
 func (SlidingWindow) isPolicy() {}
 
 // Quota is Max per Window.
@@ -131,13 +118,9 @@ func (p SlidingWindow) window() int64 { return int64(p.Window / time.Microsecond
 // slotLen is a slot's length in microseconds.
 func (p SlidingWindow) slotLen() int64 { return p.window() / int64(p.slots()) }
 
-func (SlidingWindow) kind() string { return "sw" }
+func (SlidingWindow) kind() kind { return kindSW }
 
-func (p SlidingWindow) args() []any { return []any{p.Max, p.slotLen(), p.slots()} }
-
-func (SlidingWindow) scripts() (reserve, refund *redis.Script) {
-	return slidingWindowReserveScript, slidingWindowRefundScript
-}
+func (p SlidingWindow) args() [3]int64 { return [3]int64{int64(p.Max), p.slotLen(), int64(p.slots())} }
 
 // share is Max/hosts, rounded down but at least 1, over the same Window and Slots.
 func (p SlidingWindow) share(hosts int) algo {
@@ -145,121 +128,173 @@ func (p SlidingWindow) share(hosts int) algo {
 	return p
 }
 
-// swState is a SlidingWindow key's state, the hash of slidingwindow_reserve.lua.
+// swState is a SlidingWindow key's state, the hash of lua/sw.lua.
 type swState struct {
 	slot  int64           // the slot's length in µs, as the state was written
 	b     int64           // the latest slot anything is booked in
 	count map[int64]int64 // slot index → count, for slots b−Slots … b whose count is not 0
+	hold  int64           // a cooldown's end, µs; 0: none
 	until int64           // when the Redis key would expire: the state no longer matters, µs
 }
 
 func (s *swState) idleAt(now int64) bool { return now >= s.until }
 
-// reserveMem is slidingwindow_reserve.lua in Go; see that file for the contract.
-func (p SlidingWindow) reserveMem(st *memState, now int64, n int, maxWait int64) decision {
-	L, S, limit, need := p.slotLen(), int64(p.slots()), int64(p.Max), int64(n)
-	s, _ := (*st).(*swState)
-	if s != nil && (s.slot != L || s.idleAt(now)) {
-		s = nil // a changed slot length, or an expired key: start afresh
+func (p SlidingWindow) open(st memState, now, _ int64) module {
+	m := &swModule{max: int64(p.Max), L: p.slotLen(), S: int64(p.slots()), now: now, fresh: true}
+	if s, ok := st.(*swState); ok && !s.idleAt(now) {
+		m.holdEnd = s.hold
+		if s.slot == m.L {
+			m.fresh, m.b, m.booked = false, s.b, true
+			m.count = s.count
+		}
 	}
-	var count map[int64]int64 // nil reads as all zeros
-	lower := now
-	if s != nil {
-		count = s.count
-		lower = max(now, s.b*L)
-	}
+	return m
+}
 
+// swModule is lua/sw.lua in Go.
+type swModule struct {
+	max, L, S int64
+	b         int64 // the latest booked slot, if booked
+	booked    bool
+	count     map[int64]int64 // nil reads as all zeros
+	holdEnd   int64           // a cooldown's end, µs; 0: none
+	now       int64
+	fresh     bool // no state under this slot length
+	wrote     bool
+}
+
+func (m *swModule) tail(now int64, n int, _ int64) (int64, bool, int64) {
+	L, S, need := m.L, m.S, int64(n)
+	lower := max(now, m.holdEnd)
+	if m.booked {
+		lower = max(lower, m.b*L)
+	}
 	// The earliest t ≥ lower with est(t) + n ≤ Max, slot by slot: in slot j,
 	// est(t) + n ≤ Max when full + n ≤ Max and
 	// old·(L − (t − j·L)) ≤ (Max − n − full)·L. Beyond the latest booked slot
 	// b every count is 0, so by slot b+Slots+1 at the latest it holds.
-	j := lower / L
+	j := floorDiv(lower, L)
+	j0 := j
 	var full int64 // count[j−S+1 … j]
-	for i, c := range count {
+	for i, c := range m.count {
 		if i > j-S && i <= j {
 			full += c
 		}
 	}
-	var t int64
 	for {
-		old := count[j-S]
-		if r := limit - need - full; r >= 0 {
+		old := m.count[j-S]
+		if r := m.max - need - full; r >= 0 {
 			var off int64 // the earliest offset into slot j
-			if j == lower/L {
+			if j == j0 {
 				off = lower - j*L
 			}
 			if old > r {
 				off = max(off, ceilDiv(L*(old-r), old))
 			}
 			if off < L {
-				t = j*L + off
-				break
+				return j*L + off, true, 0
 			}
 		}
-		full += count[j+1] - count[j-S+1]
+		full += m.count[j+1] - m.count[j-S+1]
 		j++
 	}
-
-	d := decision{wait: t - now}
-	if maxWait < 0 || d.wait <= maxWait {
-		d.granted, d.tat = true, j
-		if s == nil {
-			s = &swState{slot: L, count: make(map[int64]int64, 2)}
-			*st = s
-		}
-		s.count[j] += need
-		s.b = j
-		for i := range s.count {
-			if i < j-S {
-				delete(s.count, i)
-			}
-		}
-		s.until = (j + S + 1) * L
-	}
-	d.remaining, d.reset = swFigures(s, now, L, S, limit)
-	return d
 }
 
-// swFigures are the remaining and reset of a reply for the state s (nil:
-// none) at now: what a request could have at once (nothing while a later slot
-// has bookings), and the wait until a request for Max would be granted, when
-// every count has left the window and the latest booked slot has begun.
-func swFigures(s *swState, now, L, S, limit int64) (remaining int, reset int64) {
-	if s == nil {
-		return int(limit), 0
+func (m *swModule) write() {
+	if m.fresh || m.count == nil {
+		m.count = make(map[int64]int64, 2)
 	}
-	j := now / L
-	if s.b <= j {
+	m.fresh, m.wrote = false, true
+}
+
+func (m *swModule) commit(_, s int64, n int) int64 {
+	j := floorDiv(s, m.L)
+	m.write()
+	m.count[j] += int64(n)
+	m.b, m.booked = j, true
+	for i := range m.count {
+		if i < j-m.S {
+			delete(m.count, i)
+		}
+	}
+	return j
+}
+
+// figures: what a request could have at once (nothing while a later slot has
+// bookings), and the wait until a request for Max would be granted, when
+// every count has left the window and the latest booked slot has begun.
+func (m *swModule) figures(now int64) (int, int64) {
+	if !m.booked {
+		return int(m.max), 0
+	}
+	L, S := m.L, m.S
+	remaining := 0
+	j := floorDiv(now, L)
+	if m.b <= j {
 		var full int64
-		for i, c := range s.count {
+		for i, c := range m.count {
 			if i > j-S && i <= j {
 				full += c
 			}
 		}
-		weighted := ceilDiv(s.count[j-S]*(L-(now-j*L)), L)
-		remaining = int(max(0, limit-full-weighted))
+		weighted := ceilDiv(m.count[j-S]*(L-(now-j*L)), L)
+		remaining = int(max(0, m.max-full-weighted))
 	}
-	end := s.b * L
-	for i := range s.count {
+	end := max(m.b*L, m.holdEnd)
+	for i := range m.count {
 		end = max(end, (i+S+1)*L)
 	}
 	return remaining, max(0, end-now)
 }
 
+func (m *swModule) isTail(handle, _ int64, _ int) bool { return m.booked && m.b == handle }
+
+func (m *swModule) has(_, handle int64) bool { return m.booked && handle <= m.b }
+
+func (m *swModule) rollback(_ int64, n int, j int64, _ *holes) {
+	c, ok := m.count[j]
+	if m.fresh || !ok {
+		return
+	}
+	m.wrote = true
+	if c -= int64(n); c > 0 {
+		m.count[j] = c
+	} else {
+		delete(m.count, j)
+	}
+}
+
+func (m *swModule) release(now int64, n int, j int64) { m.rollback(now, n, j, nil) }
+
+func (m *swModule) holeTill(t int64) int64 { return (floorDiv(t, m.L) + 1) * m.L }
+
+func (m *swModule) hold(_, till int64) {
+	if till > m.holdEnd {
+		m.holdEnd = till
+		m.write()
+	}
+}
+
+func (m *swModule) flag() { m.write() }
+
+func (m *swModule) save() (memState, bool) {
+	if !m.wrote {
+		return nil, false
+	}
+	s := &swState{slot: m.L, b: m.b, count: m.count, hold: m.holdEnd}
+	if !m.booked {
+		// A cooldown or a flag on a key with no bookings: lua/sw.lua records
+		// the slot of now as the latest booked, which bounds nothing.
+		s.b = floorDiv(m.now, m.L)
+	}
+	s.until = max((s.b+m.S+1)*m.L, m.holdEnd)
+	for i := range m.count {
+		s.until = max(s.until, (i+m.S+1)*m.L)
+	}
+	return s, true
+}
+
 // ceilDiv is a/b rounded up, for a ≥ 0 and b > 0.
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
-// refundMem is slidingwindow_refund.lua in Go, without the marker.
-func (p SlidingWindow) refundMem(st *memState, now int64, n int, d decision) {
-	s, _ := (*st).(*swState)
-	if s == nil || s.slot != p.slotLen() || s.idleAt(now) {
-		return
-	}
-	if c, ok := s.count[d.tat]; ok {
-		if c -= int64(n); c > 0 {
-			s.count[d.tat] = c
-		} else {
-			delete(s.count, d.tat)
-		}
-	}
-}
+func (m *swModule) next(at int64, _ int) int64 { return at }

@@ -150,7 +150,7 @@ func TestSlidingWindowRedisTTL(t *testing.T) {
 	lim := NewLimiter(NewRedisStore(rdb), WithKeyPrefix(prefix))
 	ctx := context.Background()
 	p := SlidingWindow{Max: 2, Window: 100 * time.Millisecond, Slots: 4}
-	key := algoKey(prefix, "k", p)
+	key := stateKey(prefix, "k", p)
 
 	res, err := lim.TryAcquire(ctx, "k", p, 2)
 	require.NoError(t, err)

@@ -9,14 +9,18 @@ import (
 // (shared by every process that uses the same Redis) and *MemoryStore (one
 // process); both make the same decisions, held to one conformance table.
 type Store interface {
-	// reserve takes n tokens from every bucket of req, or from none (see reserve.lua).
+	// reserve takes n from every bucket of req, or from none (see lua/reserve.lua).
 	reserve(ctx context.Context, req request) (decision, error)
-	// refund gives back what a reservation took and no later one stands on, at most once.
+	// refund gives a cancelled reservation's turn back, at most once (lua/refund.lua).
 	refund(ctx context.Context, req request, d decision, id string) (bool, error)
 	// cooldown grants nothing from the bucket for d, then resumes at its pace.
 	cooldown(ctx context.Context, prefix string, b Bucket, d time.Duration) (time.Duration, error)
 	// cooldownLeft is how much of the bucket's cooldown is left.
 	cooldownLeft(ctx context.Context, prefix, key string) (time.Duration, error)
+	// peek reads the bucket's state, taking nothing (lua/peek.lua).
+	peek(ctx context.Context, prefix string, b Bucket) (State, error)
+	// reset forgets the bucket's state, holes and cooldown.
+	reset(ctx context.Context, prefix string, b Bucket) error
 }
 
 // Clock tells a store the time. Stores read it when given one through WithClock;
@@ -47,27 +51,16 @@ func newStoreConfig(opts []StoreOption) storeConfig {
 }
 
 // request is one reserve call: one or more buckets, all or nothing. The first
-// bucket is held by value so a single-bucket call allocates nothing.
+// bucket is held by value so a single-bucket call allocates nothing. Once
+// checked (Limiter.check), every bucket's Limit is an algo value.
 type request struct {
 	prefix  string
 	one     Bucket
 	more    []Bucket
-	pol     algo  // a policy other than Limit: one bucket, one.Limit unused
 	maxWait int64 // µs; negative means no bound
 }
 
 func (r *request) len() int { return 1 + len(r.more) }
-
-// prepare sets each bucket's interval; Limiter.check does it for real calls.
-func (r *request) prepare() {
-	if r.pol != nil {
-		return
-	}
-	for i := 0; i < r.len(); i++ {
-		b := r.at(i)
-		b.t = b.Limit.interval()
-	}
-}
 
 func (r *request) at(i int) *Bucket {
 	if i == 0 {
@@ -76,29 +69,43 @@ func (r *request) at(i int) *Bucket {
 	return &r.more[i-1]
 }
 
+// kind is the kind of every bucket of r, or mixed.
+func (r *request) kind() kind {
+	k := r.one.algo().kind()
+	for i := range r.more {
+		if r.more[i].algo().kind() != k {
+			return mixed
+		}
+	}
+	return k
+}
+
+// algo is b's policy as a checked request holds it.
+func (b *Bucket) algo() algo { return b.Limit.(algo) }
+
 // decision is a store's answer to reserve.
 type decision struct {
 	granted   bool
 	wait      int64   // µs until the caller may act (granted), or RetryAfter (denied)
-	remaining int     // fewest tokens left in any bucket
-	reset     int64   // µs until every bucket is full
+	remaining int     // fewest left in any bucket
+	reset     int64   // µs until every bucket could grant its most at once
 	now       int64   // the store's time of the decision, µs
-	tat       int64   // first bucket's TAT after a grant (µs): the refund handle
-	tats      []int64 // the other buckets' TATs
+	handle    int64   // the first bucket's handle after a grant: what a refund needs
+	handles   []int64 // the other buckets'
 }
 
-func (d *decision) tatAt(i int) int64 {
+func (d *decision) handleAt(i int) int64 {
 	if i == 0 {
-		return d.tat
+		return d.handle
 	}
-	return d.tats[i-1]
+	return d.handles[i-1]
 }
 
-func (d *decision) setTat(i int, tat int64) {
+func (d *decision) setHandle(i int, h int64) {
 	if i == 0 {
-		d.tat = tat
+		d.handle = h
 	} else {
-		d.tats[i-1] = tat
+		d.handles[i-1] = h
 	}
 }
 

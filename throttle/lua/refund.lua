@@ -1,45 +1,36 @@
--- refund.lua: give back a cancelled reservation's tokens, at most once.
+-- refund.lua: give a cancelled reservation's turn back, at most once (after
+-- prelude.lua, holes.lua and the modules of the call's policies).
 --
--- KEYS[i]      bucket key i, as reserved (i = 1..k)
--- KEYS[k+1]    the reservation's marker key (same hash slot); its presence means "already refunded"
--- ARGV[1]      now in microseconds, or "" to read Redis TIME
--- ARGV[2]      the reservation's slot: the server time (µs) at which it may act
--- ARGV[3i]     bucket i: the TAT the reservation left (from reserve.lua's reply)
--- ARGV[3i+1]   bucket i: T, microseconds per token
--- ARGV[3i+2]   bucket i: n, tokens reserved
+-- KEYS      three per bucket (prelude.lua), then the reservation's refund
+--           marker (same hash slot): its presence means "already refunded"
+-- ARGV[1]   now in µs, or "" to read Redis TIME
+-- ARGV[2]   the reservation's slot: the time (µs) at which it may act
+-- ARGV[3]   the refund's id, which names its holes
+-- ARGV[4..] five per bucket: kind, n, a1, a2, a3; then the k handles
 --
--- Reply: 1 if the refund was processed now (what it gives back, if anything, is below),
--- 0 if the slot has passed or it was processed before.
--- Only what no later reservation stands on and has not refilled yet comes back:
--- min(cost - (TAT now - TAT reserved), TAT reserved - now), nothing if that is not
--- positive. (In a multi-bucket reservation the slot follows the slowest bucket, so
--- a faster one may have refilled past this reservation long before the slot.)
--- A TAT at or before now means a full bucket (the key is deleted).
+-- Reply: 1 if the refund was processed now, 0 if the slot has passed or it
+-- was processed before (the marker lasts until a second after the slot).
+--
+-- In each bucket: the latest booking rolls back (the module gives back what
+-- it took); one that later bookings stand on becomes a hole, its turn offered
+-- to the next callers (holes.lua). A bucket whose state no longer counts the
+-- reservation (reset, or its policy changed) gets nothing.
 
 local slot = tonumber(ARGV[2])
--- All quantities are integer microseconds or tokens, so the arithmetic is exact.
 if now >= slot then return 0 end
+if not redis.call("SET", KEYS[#KEYS], "1", "NX", "PX", ms(slot - now) + 1000) then return 0 end
 
-local k = #KEYS - 1
-local ttl = math.ceil((slot - now) / 1000) + 1000
-if not redis.call("SET", KEYS[k + 1], "1", "NX", "PX", ttl) then return 0 end
-
+local k = (#KEYS - 1) / 3
 for i = 1, k do
-  local a = 3 * i
-  local mine, t, n = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  local v = redis.call("GET", KEYS[i])
-  local tat = v and tonumber(v)
-  if tat and tat >= mine then
-    local back = n * t - (tat - mine)
-    if mine - now < back then back = mine - now end
-    if back > 0 then
-      local new = tat - back
-      if new <= now then
-        redis.call("DEL", KEYS[i])
-      else
-        redis.call("SET", KEYS[i], new, "PX", math.ceil((new - now) / 1000))
-      end
-    end
+  local b = bucket(i, 4)
+  local handle = tonumber(ARGV[3 + 5 * k + i])
+  local m = M[b.kind]
+  m.load(b)
+  H.load(b)
+  if handle ~= 0 and m.istail(b, handle, slot) then
+    m.rollback(b, b.n, handle)
+  elseif m.has(b, handle) then
+    H.add(b, b.n, slot, handle, ARGV[3])
   end
 end
 return 1

@@ -1,57 +1,75 @@
--- reserve.lua: take n tokens from every bucket, or from none (GCRA, reservations).
+-- reserve.lua: take n from every bucket of the call, or from none, at the
+-- earliest time every bucket can grant it (after prelude.lua, holes.lua and
+-- the modules of the call's policies).
 --
--- All quantities are integer microseconds or tokens, so the arithmetic is exact.
+-- KEYS     three per bucket (prelude.lua); all in one hash slot
+-- ARGV[1]  now in µs, or "" to read Redis TIME (tests pass an explicit now)
+-- ARGV[2]  the longest wait in µs the caller accepts; "-1" means no bound
+-- ARGV[3..] five per bucket: kind, n, a1, a2, a3
 --
--- KEYS[i]      bucket key i (all keys share one hash slot)
--- ARGV[1]      now in microseconds, or "" to read Redis TIME (tests pass an explicit now)
--- ARGV[2]      longest wait in microseconds the caller accepts; "-1" means no bound
--- ARGV[3i]     bucket i: T, microseconds per token
--- ARGV[3i+1]   bucket i: burst (capacity in tokens)
--- ARGV[3i+2]   bucket i: n, tokens to take
+-- Reply: {granted (0|1), wait µs, remaining, reset µs, now µs, handle_1 .. handle_k}
+--   granted 1: every bucket booked n at now + wait, the slot; handle_i is
+--              what a refund of bucket i needs (0: served from a hole).
+--   granted 0: nothing changed; wait is the RetryAfter; the handles are 0.
+--   remaining: the fewest any bucket could grant at once; reset: the µs until
+--              every bucket could grant its most at once.
 --
--- Reply: {granted (0|1), wait µs, remaining tokens, reset µs, now µs, tat_1 .. tat_k}
---   granted 1: every bucket's TAT moved; the caller may act after `wait` µs;
---              tat_i is bucket i's TAT after the call, the handle a refund needs.
---   granted 0: nothing changed; `wait` is the RetryAfter; tat_i are 0.
---   remaining: the fewest tokens left in any bucket; reset: µs until all are full.
+-- The slot is the earliest s >= now at which each bucket can grant: from a
+-- hole whose span holds s, or at its tail from its earliest time on. Each
+-- round moves s to the time the slowest bucket needs, so it ends. A bucket
+-- that cannot queue n at all (a full leaky bucket) refuses the call with its
+-- own RetryAfter.
 
 local maxwait = tonumber(ARGV[2])
-
-local k = #KEYS
-local tats, news = {}, {}
-local wait = 0
-for i = 1, k do
-  local a = 3 * i
-  local t, burst, n = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  local tat = tonumber(redis.call("GET", KEYS[i]) or now) or now
-  if tat < now then tat = now end
-  tats[i], news[i] = tat, tat + n * t
-  local w = news[i] - now - burst * t
-  if w > wait then wait = w end
+local bs = {}
+for i = 1, #KEYS / 3 do
+  local b = bucket(i, 3)
+  M[b.kind].load(b)
+  H.load(b)
+  b.e, b.rw = M[b.kind].tail(b, maxwait)
+  bs[i] = b
 end
 
-local granted = 0
-if maxwait < 0 or wait <= maxwait then
+local s, refused = now, nil
+repeat
+  local moved = false
+  for _, b in ipairs(bs) do
+    local x = H.best(b, s)
+    if b.e then
+      local t = b.e
+      if t < s then t = s end
+      if x == nil or t < x then x = t end
+    end
+    if x == nil then
+      if refused == nil or b.rw > refused then refused = b.rw end
+    elseif x > s then
+      s, moved = x, true
+    end
+  end
+until not moved or refused
+
+local granted, wait = 0, s - now
+if refused then
+  wait = refused
+elseif maxwait < 0 or wait <= maxwait then
   granted = 1
-  for i = 1, k do
-    redis.call("SET", KEYS[i], news[i], "PX", math.ceil((news[i] - now) / 1000))
-    tats[i] = news[i]
+  for _, b in ipairs(bs) do
+    local x, h = H.best(b, s)
+    if x == s then
+      H.take(b, h)
+      b.handle = 0
+    else
+      b.handle = M[b.kind].commit(b, s)
+    end
   end
 end
 
-local reset, remaining = 0, nil
-for i = 1, k do
-  local a = 3 * i
-  local t, burst = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
-  local ahead = tats[i] - now
-  if ahead > reset then reset = ahead end
-  local left = math.floor((burst * t - ahead) / t)
-  if remaining == nil or left < remaining then remaining = left end
+local remaining, reset = nil, 0
+for _, b in ipairs(bs) do
+  local r, z = M[b.kind].figures(b)
+  if remaining == nil or r < remaining then remaining = r end
+  if z > reset then reset = z end
 end
-if remaining < 0 then remaining = 0 end
-
 local reply = {granted, wait, remaining, reset, now}
-for i = 1, k do
-  reply[5 + i] = granted * tats[i]
-end
+for i, b in ipairs(bs) do reply[5 + i] = b.handle or 0 end
 return reply

@@ -1,0 +1,94 @@
+-- fw.lua: the fixed window (FixedWindow). a1 = Max, a2 = W, the window in µs;
+-- window i runs from i·W to (i+1)·W. The state is the cursor: the latest
+-- window anything is booked in (w) and its count (c). A request goes in the
+-- cursor's window if it fits there, else in the next one, so requests line
+-- up window by window; it waits until its window starts.
+--
+-- KEYS: a hash {w, c, W, h = a cooldown's end (µs, 0: none), x = 1 while the
+-- bucket has holes}, expiring when the cursor's window (or the cooldown) ends.
+
+M.fw = {}
+
+function M.fw.load(b)
+  local st = redis.call("HMGET", b.key, "w", "c", "W", "h", "x")
+  local cur = floordiv(now, b.a2)
+  local w, c = tonumber(st[1]), tonumber(st[2])
+  b.fresh = w == nil or c == nil or tonumber(st[3]) ~= b.a2
+  if b.fresh or w < cur then w, c = cur, 0 end -- no state, a changed window, or the cursor's has ended
+  b.w, b.c, b.cur = w, c, cur
+  b.hold = tonumber(st[4]) or 0
+  b.h = st[5] == "1"
+end
+
+local function fwput(b)
+  local till = (b.w + 1) * b.a2
+  if b.hold > till then till = b.hold end
+  local x = 0
+  if b.h then x = 1 end
+  redis.call("HSET", b.key, "w", b.w, "c", b.c, "W", b.a2, "h", b.hold, "x", x)
+  expire(b, ms(till - now))
+  b.fresh = false
+end
+
+function M.fw.flag(b, on)
+  if b.h ~= on then
+    b.h = on
+    fwput(b)
+  end
+end
+
+function M.fw.tail(b)
+  local e = b.w * b.a2
+  if b.c + b.n > b.a1 then e = e + b.a2 end
+  if e < now then e = now end
+  if b.hold > e then e = b.hold end
+  return e
+end
+
+-- commit books n in the window of s: the cursor's (it fits there, or s would
+-- be later) or a later, empty one. The handle is the window.
+function M.fw.commit(b, s)
+  local ws = floordiv(s, b.a2)
+  if ws == b.w then
+    b.c = b.c + b.n
+  else
+    b.w, b.c = ws, b.n
+  end
+  fwput(b)
+  return ws
+end
+
+-- figures: what the current window has left (nothing once bookings went past
+-- it), and the time until a request for Max would be granted at once.
+function M.fw.figures(b)
+  local left = 0
+  if b.w == b.cur and b.c < b.a1 then left = b.a1 - b.c end
+  local e = b.w * b.a2
+  if b.c > 0 then e = e + b.a2 end
+  if b.hold > e then e = b.hold end
+  local reset = e - now
+  if reset < 0 then reset = 0 end
+  return left, reset
+end
+
+function M.fw.istail(b, handle) return b.w == handle end
+function M.fw.has(b, handle) return not b.fresh and handle <= b.w end
+
+-- rollback: a booking in the cursor's window comes off its count.
+function M.fw.rollback(b, n)
+  b.c = b.c - n
+  if b.c < 0 then b.c = 0 end
+  fwput(b)
+end
+
+-- a hole's window has ended: nothing to uncount.
+function M.fw.release() end
+
+function M.fw.holetill(b, at) return (floordiv(at, b.a2) + 1) * b.a2 end
+
+function M.fw.hold(b, till)
+  if till > b.hold then
+    b.hold = till
+    fwput(b)
+  end
+end

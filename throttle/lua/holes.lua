@@ -1,0 +1,138 @@
+-- holes.lua: cancelled turns, offered to later callers.
+--
+-- A reservation cancelled while later ones stand on it cannot move the
+-- bucket's state back without moving theirs. Its turn becomes a hole: n units
+-- that a later request may take at any time in [at, till), where till is the
+-- end of the span in which a grant at `at` may be moved (the module's
+-- holetill: the same instant for token and leaky buckets and the sliding log,
+-- the rest of the window or slot for the window counters). A request served
+-- from a hole is granted exactly what was given back, within that span, so
+-- the grants that stand are those the policy already admitted: its promise
+-- holds. A hole nobody takes by `till` is released to the module (the window
+-- policies then uncount it; the token and leaky buckets keep the time, which
+-- only wastes it).
+--
+-- KEYS: the bucket's holes key, a sorted set scored by till, members
+-- "at:till:n:n0:handle:id" (n left of n0 given back; handle the reservation's
+-- module handle, 0 for a turn that was itself taken from a hole, which is not
+-- released). At most maxholes per bucket: past that a refund releases at
+-- once. The key expires with the bucket's state key (prelude.lua's expire).
+
+local maxholes = 1000
+
+local function parsehole(m)
+  local at, till, n, n0, handle = string.match(m, "^(%d+):(%d+):(%d+):(%d+):(%d+):")
+  return {at = tonumber(at), till = tonumber(till), n = tonumber(n), n0 = tonumber(n0), handle = tonumber(handle), m = m}
+end
+
+local function holemember(h, id)
+  return fmt(h.at) .. ":" .. fmt(h.till) .. ":" .. h.n .. ":" .. h.n0 .. ":" .. fmt(h.handle) .. ":" .. id
+end
+
+-- holes are taken and released in one order, which holes.go keeps too:
+-- by till, then at, then handle, then n.
+local function before(x, y)
+  if x.till ~= y.till then return x.till < y.till end
+  if x.at ~= y.at then return x.at < y.at end
+  if x.handle ~= y.handle then return x.handle < y.handle end
+  return x.n < y.n
+end
+
+-- H.load reads b's live holes into b.holes. Unless readonly, it first
+-- releases and removes those whose span is over.
+function H.load(b, readonly)
+  b.holes = {}
+  if not b.h then return end
+  if readonly then
+    for _, m in ipairs(redis.call("ZRANGEBYSCORE", b.hkey, "(" .. fmt(now), "+inf")) do
+      b.holes[#b.holes + 1] = parsehole(m)
+    end
+    return
+  end
+  local gone = redis.call("ZRANGEBYSCORE", b.hkey, "-inf", fmt(now))
+  if #gone > 0 then
+    local hs = {}
+    for _, m in ipairs(gone) do hs[#hs + 1] = parsehole(m) end
+    table.sort(hs, before)
+    for _, h in ipairs(hs) do
+      if h.handle ~= 0 then M[b.kind].release(b, h.n, h.handle, h.at) end
+    end
+    redis.call("ZREMRANGEBYSCORE", b.hkey, "-inf", fmt(now))
+  end
+  for _, m in ipairs(redis.call("ZRANGE", b.hkey, 0, -1)) do
+    b.holes[#b.holes + 1] = parsehole(m)
+  end
+  if #b.holes == 0 then M[b.kind].flag(b, false) end
+end
+
+-- H.best is the earliest time at or after t at which a hole of b serves b.n,
+-- and the hole; nil if none does.
+function H.best(b, t)
+  local best, hole = nil, nil
+  for _, h in ipairs(b.holes) do
+    if h.n >= b.n then
+      local x = h.at
+      if x < t then x = t end
+      if x < h.till and (best == nil or x < best or (x == best and before(h, hole))) then best, hole = x, h end
+    end
+  end
+  return best, hole
+end
+
+-- H.take serves b.n from hole h. What is left of it starts where the module
+-- says a turn after b.n starts (a leaky bucket's next turn is b.n·T later).
+function H.take(b, h)
+  redis.call("ZREM", b.hkey, h.m)
+  h.n = h.n - b.n
+  if h.n > 0 then
+    local nextturn = M[b.kind].nextturn
+    if nextturn then
+      h.at = nextturn(b, h.at, b.n)
+      h.till = M[b.kind].holetill(b, h.at)
+    end
+    local id = string.match(h.m, ":([^:]*)$")
+    h.m = holemember(h, id)
+    redis.call("ZADD", b.hkey, fmt(h.till), h.m)
+  elseif #b.holes == 1 then
+    M[b.kind].flag(b, false)
+  end
+end
+
+-- H.add makes a hole of a cancelled turn of n at `at` with b's module handle.
+function H.add(b, n, at, handle, id)
+  local till = M[b.kind].holetill(b, at)
+  if till <= now or redis.call("ZCARD", b.hkey) >= maxholes then
+    if handle ~= 0 then M[b.kind].release(b, n, handle, at) end
+    return
+  end
+  local h = {at = at, till = till, n = n, n0 = n, handle = handle}
+  redis.call("ZADD", b.hkey, fmt(till), holemember(h, id))
+  -- The holes key lasts as long as the state (see expire in prelude.lua).
+  local ttl = redis.call("PTTL", b.key)
+  if ttl < ms(till - now) then ttl = ms(till - now) end
+  redis.call("PEXPIRE", b.hkey, ttl)
+  b.holes[#b.holes + 1] = h
+  M[b.kind].flag(b, true)
+end
+
+-- H.drop removes hole h (a module folding it back into its state).
+function H.drop(b, h)
+  redis.call("ZREM", b.hkey, h.m)
+  for i, x in ipairs(b.holes) do
+    if x == h then table.remove(b.holes, i) break end
+  end
+  if #b.holes == 0 then M[b.kind].flag(b, false) end
+end
+
+-- H.clear releases every hole of b: a cooldown voids the turns they offered.
+function H.clear(b)
+  table.sort(b.holes, before)
+  for _, h in ipairs(b.holes) do
+    if h.handle ~= 0 then M[b.kind].release(b, h.n, h.handle, h.at) end
+  end
+  if #b.holes > 0 then
+    redis.call("DEL", b.hkey)
+    b.holes = {}
+    M[b.kind].flag(b, false)
+  end
+end

@@ -1,0 +1,60 @@
+-- prelude.lua: put after now.lua before every bucket script (scripts.go,
+-- bucketScript): the tables the policy modules fill, how a call's buckets are
+-- read from KEYS and ARGV, and integer helpers.
+--
+-- A call names k buckets. Bucket i has three keys, all in one hash slot:
+--   KEYS[3i-2]  its state (the policy module's layout)
+--   KEYS[3i-1]  its holes: cancelled turns offered to later callers (holes.lua)
+--   KEYS[3i]    its cooldown marker: the cooldown's end in µs, kept until then
+-- and five arguments from ARGV[base + 5(i-1)]: kind, n, a1, a2, a3 (the
+-- policy's parameters as its module reads them; unused ones are 0).
+--
+-- All quantities are integer µs, counts or indices below 2^53, so the
+-- arithmetic is exact in Lua's doubles. Numbers written into strings go
+-- through fmt (tostring would round them to 14 digits).
+
+local M = {} -- policy modules by kind: tb, lb, fw, sl, sw
+local H = {} -- holes (holes.lua)
+
+local function bucket(i, base)
+  local a = base + 5 * (i - 1)
+  return {
+    key = KEYS[3 * i - 2], hkey = KEYS[3 * i - 1], mkey = KEYS[3 * i],
+    kind = ARGV[a], n = tonumber(ARGV[a + 1]),
+    a1 = tonumber(ARGV[a + 2]), a2 = tonumber(ARGV[a + 3]), a3 = tonumber(ARGV[a + 4]),
+  }
+end
+
+-- a/b rounded down and up, for integers (b > 0); the checks guard against a
+-- quotient that rounds onto a whole number.
+local function floordiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+  return q
+end
+local function ceildiv(a, b) return -floordiv(-a, b) end
+
+-- ms is a TTL in milliseconds for a span of us µs, at least 1 (PX 0 is an error).
+local function ms(us)
+  local t = math.ceil(us / 1000)
+  if t < 1 then t = 1 end
+  return t
+end
+
+-- expire sets the TTL of b's state key to ttl ms, and its holes key's with
+-- it: holes must last as long as the state that counts them (a hole nobody
+-- took is released when the state is next read).
+local function expire(b, ttl)
+  redis.call("PEXPIRE", b.key, ttl)
+  if b.h then redis.call("PEXPIRE", b.hkey, ttl) end
+end
+
+local function fmt(x) return string.format("%.0f", x) end
+
+-- cooldown is the end of the bucket's cooldown (µs), or 0 if there is none
+-- or it has ended (the marker may outlive it by under a millisecond).
+local function cooldown(b)
+  local c = tonumber(redis.call("GET", b.mkey))
+  if not c or c <= now then return 0 end
+  return c
+end

@@ -1,0 +1,124 @@
+-- sl.lua: the sliding log (SlidingLog). a1 = Max, a2 = Window µs. At most Max
+-- tokens are granted in any window (x - Window, x].
+--
+-- KEYS: a list of grant times in µs, oldest first, non-decreasing, one entry
+-- per token, at most Max entries; it expires when its last entry leaves the
+-- window. A cooldown is read from the marker; the holes key's existence says
+-- whether there are holes.
+--
+-- The earliest time for n is t = max(now, e_k, e_(k-Max+n) + Window) for the
+-- log's k entries e_1..e_k, the last term only when k-Max+n >= 1: then
+-- e_1..e_(k-Max+n) have left the window and at most Max-n remain in it.
+-- Entries dropped to keep Max are at or before e_(k-Max+n) <= t - Window, and
+-- every later grant is at or after t, so no window that can still matter
+-- holds them (rollback keeps that true when it moves the log's end back).
+
+M.sl = {}
+
+function M.sl.load(b)
+  b.k = redis.call("LLEN", b.key)
+  b.last = nil
+  if b.k > 0 then b.last = tonumber(redis.call("LINDEX", b.key, -1)) end
+  b.h = redis.call("EXISTS", b.hkey) == 1
+  b.hold = cooldown(b)
+end
+
+function M.sl.flag(b, on) b.h = on end
+
+function M.sl.tail(b)
+  local t = now
+  if b.k > 0 then
+    if b.last > t then t = b.last end
+    local i = b.k - b.a1 + b.n
+    if i >= 1 then
+      local due = tonumber(redis.call("LINDEX", b.key, i - 1)) + b.a2
+      if due > t then t = due end
+    end
+  end
+  if b.hold > t then t = b.hold end
+  return t
+end
+
+-- push puts c copies of v on the log's end (front if left), in chunks below
+-- Lua's unpack limit.
+local function push(key, c, v, left)
+  local cmd = "RPUSH"
+  if left then cmd = "LPUSH" end
+  while c > 0 do
+    local chunk = {}
+    for j = 1, math.min(c, 1000) do chunk[j] = v end
+    redis.call(cmd, key, unpack(chunk))
+    c = c - #chunk
+  end
+end
+
+function M.sl.commit(b, s)
+  push(b.key, b.n, s)
+  b.k = b.k + b.n
+  if b.k > b.a1 then
+    redis.call("LTRIM", b.key, b.k - b.a1, -1)
+    b.k = b.a1
+  end
+  b.last = s
+  expire(b, ms(s + b.a2 - now))
+  return s
+end
+
+-- figures: the most a request could have at once (0 while a booking lies
+-- ahead), and the µs until the last entry leaves the window.
+function M.sl.figures(b)
+  if b.k == 0 then return b.a1, 0 end
+  local reset = b.last + b.a2 - now
+  if reset < 0 then reset = 0 end
+  if b.last > now then return 0, reset end
+  -- entries in (now - Window, now]: the first index (0-based) with an entry
+  -- after the edge is in [lo, hi].
+  local edge = now - b.a2
+  local lo, hi = 0, b.k
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if tonumber(redis.call("LINDEX", b.key, mid)) > edge then hi = mid else lo = mid + 1 end
+  end
+  local left = b.a1 - (b.k - lo)
+  if left < 0 then left = 0 end
+  return left, reset
+end
+
+function M.sl.istail(b, handle) return b.last == handle end
+function M.sl.has(b, handle) return b.last ~= nil and b.last > now and handle <= b.last end
+
+-- rollback takes up to n entries equal to t off the log, the last ones, and
+-- puts as many stand-ins at its front, each at or after every entry the log
+-- dropped, so that those still count: the first entry (everything dropped is
+-- at or before it), or t - Window if that is earlier and no entry comes after
+-- t. (Then every grant that stands is at or before t; those after t - Window
+-- share the window ending at t, so there are at most Max - n of them, and the
+-- log still holds at least that many entries after t - Window.) Entries only
+-- move earlier, so the log is never stricter than before.
+function M.sl.rollback(b, n, t)
+  if b.k == 0 then return end
+  local first = tonumber(redis.call("LINDEX", b.key, 0))
+  local tail = b.last == t
+  local m = redis.call("LREM", b.key, -n, t)
+  if m == 0 then return end
+  local pad = first
+  if tail and t - b.a2 < pad then pad = t - b.a2 end
+  push(b.key, m, pad, true)
+  b.last = tonumber(redis.call("LINDEX", b.key, -1))
+  if b.last + b.a2 <= now then
+    redis.call("DEL", b.key)
+    b.k, b.last = 0, nil
+  else
+    expire(b, ms(b.last + b.a2 - now))
+  end
+end
+
+-- a hole nobody took comes out of the log as a rollback would take it.
+function M.sl.release(b, n, t) M.sl.rollback(b, n, t) end
+
+function M.sl.holetill(_, at) return at + 1 end
+
+-- hold: the marker, which cooldown.lua writes, is the hold.
+function M.sl.hold(b, till)
+  if till > b.hold then b.hold = till end
+end

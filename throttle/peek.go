@@ -1,0 +1,76 @@
+package throttle
+
+import (
+	"context"
+	"time"
+)
+
+// State is a bucket's state as Peek reads it.
+type State struct {
+	// Remaining is what a request could have at once now (tokens left in a
+	// token bucket, room left in a window or a leaky bucket); 0 while earlier
+	// callers' bookings lie ahead.
+	Remaining int
+	// NextFree is how long a request for one would wait if made now (0: it
+	// would be granted at once); for a full LeakyBucket, its RetryAfter.
+	NextFree time.Duration
+	// ResetAfter is how long until the bucket could grant its most at once
+	// (Burst, Max or Capacity) if nothing more were taken.
+	ResetAfter time.Duration
+	// Cooldown is what is left of a cooldown on the key (Limiter.Cooldown), 0 if none.
+	Cooldown time.Duration
+}
+
+// Peek reads the bucket key under policy without taking anything: what a
+// request could have now, when the next one would be granted, and any
+// cooldown. It is for dashboards and operators; a caller that means to take
+// should call TryAcquire, whose answer cannot be overtaken by another's.
+func (l *Limiter) Peek(ctx context.Context, key string, policy Policy) (State, error) {
+	b, err := l.bucketOf(key, policy)
+	if err != nil {
+		return State{}, err
+	}
+	var st State
+	_, local, cause, err := l.storeCall(ctx, "peek", func() (err error) {
+		st, err = l.store.peek(ctx, l.cfg.prefix, b)
+		return err
+	})
+	if local {
+		return l.fb.peek(ctx, l.cfg.prefix, b, cause)
+	}
+	return st, err
+}
+
+// Reset forgets the bucket key under policy: its bookings, its cancelled
+// turns and its cooldown, so the next request finds it full. Reservations
+// made before keep their slots (their holders may act then), and their
+// refunds give nothing back; the key's other policies are not touched.
+func (l *Limiter) Reset(ctx context.Context, key string, policy Policy) error {
+	b, err := l.bucketOf(key, policy)
+	if err != nil {
+		return err
+	}
+	_, local, cause, err := l.storeCall(ctx, "reset", func() error { return l.store.reset(ctx, l.cfg.prefix, b) })
+	if local {
+		return l.fb.reset(ctx, l.cfg.prefix, b, cause)
+	}
+	return err
+}
+
+// bucketOf checks a one-bucket call on key under policy before any I/O.
+func (l *Limiter) bucketOf(key string, policy Policy) (Bucket, error) {
+	if l.err != nil {
+		return Bucket{}, l.err
+	}
+	if err := checkName(key); err != nil {
+		return Bucket{}, err
+	}
+	a, err := asAlgo(policy)
+	if err != nil {
+		return Bucket{}, err
+	}
+	if err := a.Validate(); err != nil {
+		return Bucket{}, err
+	}
+	return Bucket{Key: key, Limit: a, N: 1}, nil
+}
