@@ -95,6 +95,8 @@ func (s *fbStore) reset(ctx context.Context, prefix string, b Bucket) error {
 	return s.mem.reset(ctx, prefix, b)
 }
 
+func (s *fbStore) configErr() error { return nil }
+
 func (s *fbStore) calls() int64 { return s.reserves.Load() + s.refunds.Load() + s.cooldowns.Load() }
 
 // fbLocal returns a FailLocal Limiter over store for a fleet of hosts, timed by clk.

@@ -30,8 +30,8 @@ func TestFaultLatencyAndBlackHoleHonourDeadlines(t *testing.T) {
 
 	srv := redistest.Start(t)
 	proxy := faultproxy.Start(t, srv.Addr())
-	// Built as users build clients: go-redis defaults (no ContextTimeoutEnabled).
-	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
+	// Built as a user must build it: go-redis defaults, with ContextTimeoutEnabled.
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true})
 	store := NewRedisStore(rdb)
 	lim := NewLimiter(store, WithKeyPrefix(redistest.Prefix(t)))
 	t.Cleanup(func() {

@@ -216,6 +216,8 @@ func TestHoldValidation(t *testing.T) {
 // storeWithoutHold is a Store that cannot hold slots, as a test fake might be.
 type storeWithoutHold struct{ Store }
 
+func (storeWithoutHold) configErr() error { return nil }
+
 func TestHoldMemory(t *testing.T) {
 	testHold(t, func(t *testing.T) (*Limiter, holdStore) {
 		s := NewMemoryStore()

@@ -29,6 +29,8 @@ func NewLimiter(store Store, opts ...Option) *Limiter {
 		l.err = err
 	} else if store == nil {
 		l.err = invalidf("NewLimiter: store is nil")
+	} else if err := store.configErr(); err != nil {
+		l.err = err
 	} else if c.failure == FailLocal {
 		l.fb, l.err = newFallback(c, l.tel)
 	}

@@ -196,6 +196,8 @@ func TestCooldownValidates(t *testing.T) {
 // failingStore is a store that cannot be reached.
 type failingStore struct{ Store }
 
+func (failingStore) configErr() error { return nil }
+
 func (failingStore) reserve(context.Context, request) (decision, error) {
 	return decision{}, &StoreError{Op: "reserve", Err: errors.New("connection refused")}
 }

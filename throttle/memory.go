@@ -56,6 +56,8 @@ func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 		markers: make(map[string]int64), cooldowns: make(map[memKey]int64), sems: newMemSems()}
 }
 
+func (m *MemoryStore) configErr() error { return nil }
+
 // nowMicros reads the Clock, or else the monotonic clock only (one clock read,
 // where time.Now takes two, and immune to wall-clock steps).
 func (m *MemoryStore) nowMicros() int64 {

@@ -24,58 +24,56 @@ import (
 // Close: call Close when done with a store that served Hold.
 type RedisStore struct {
 	rdb   redis.UniversalClient
-	owned bool // rdb is a copy this store made and must close
+	err   error // a client that cannot keep to deadlines (NewRedisStore)
 	clock Clock
 	wake  wakeHub // the pub/sub subscription that wakes blocked Holds (redis_hold.go)
 }
 
 // NewRedisStore returns a store over rdb: a *redis.Client, *redis.ClusterClient,
-// a failover client, or any redis.UniversalClient.
+// a failover client, or any redis.UniversalClient. The store uses rdb as it
+// is, its connection pool and its hooks (redisotel tracing and metrics, say)
+// included.
 //
-// A store call must never outlive its context's deadline, but go-redis ignores
-// context deadlines on the socket unless ContextTimeoutEnabled is set. If rdb is
-// a *redis.Client or *redis.ClusterClient without it, the store makes its own
-// client from a copy of rdb's options with ContextTimeoutEnabled set (its own
-// connection pool, released by Close). Other clients are used as they are, and
-// so is a Sentinel failover client (redis.NewFailoverClient): a copy would not
-// follow its master switches, so build that one with ContextTimeoutEnabled.
+// A store call must never outlive its context's deadline, and go-redis keeps
+// to a context's deadline on the socket only when the client was built with
+// ContextTimeoutEnabled: true (otherwise a call waits up to its ReadTimeout,
+// 3 s by default, whatever the deadline). So a *redis.Client (a Sentinel
+// failover client too) or *redis.ClusterClient built without it makes every
+// call of a Limiter over the store fail with ErrInvalid, before any I/O, and
+// Limiter.Err says how to fix it. Other clients cannot be checked: their
+// calls are bounded by their own timeouts.
 func NewRedisStore(rdb redis.UniversalClient, opts ...StoreOption) *RedisStore {
 	c := newStoreConfig(opts)
 	s := &RedisStore{rdb: rdb, clock: c.clock}
 	switch cl := rdb.(type) {
+	case nil:
+		s.err = invalidf("NewRedisStore: the client is nil")
 	case *redis.Client:
-		// A failover client's options name no address; it dials through its sentinels.
-		if o := cl.Options(); !o.ContextTimeoutEnabled && o.Addr != failoverAddr {
-			cp := *o
-			cp.ContextTimeoutEnabled = true
-			cp.PushNotificationProcessor = nil // the original's, bound to its connections
-			s.rdb, s.owned = redis.NewClient(&cp), true
+		if !cl.Options().ContextTimeoutEnabled {
+			s.err = noDeadlines
 		}
 	case *redis.ClusterClient:
-		if o := cl.Options(); !o.ContextTimeoutEnabled {
-			cp := *o
-			cp.ContextTimeoutEnabled = true
-			cp.PushNotificationProcessor = nil
-			s.rdb, s.owned = redis.NewClusterClient(&cp), true
+		if !cl.Options().ContextTimeoutEnabled {
+			s.err = noDeadlines
 		}
 	}
 	return s
 }
 
-// failoverAddr is the address go-redis gives a Sentinel failover client's options.
-const failoverAddr = "FailoverClient"
+var noDeadlines = invalidf("the Redis client was built without ContextTimeoutEnabled: true, so a limiter call could outlive its context's deadline by up to the client's ReadTimeout; set it in redis.Options (or ClusterOptions, FailoverOptions)")
 
 // Close ends the store's pub/sub subscription, if a blocked Hold made one
-// (Holds still waiting then wake only when the earliest lease runs out), and
-// releases the client the store made for itself, if any. The client passed to
-// NewRedisStore stays open: it belongs to the caller.
+// (Holds still waiting then wake only when the earliest lease runs out). The
+// client passed to NewRedisStore stays open: it belongs to the caller.
 func (s *RedisStore) Close() error {
 	s.wake.close()
-	if s.owned {
-		return s.rdb.Close()
-	}
 	return nil
 }
+
+func (s *RedisStore) configErr() error { return s.err }
+
+// Client is the client the store calls (see NewRedisStore).
+func (s *RedisStore) Client() redis.UniversalClient { return s.rdb }
 
 func (s *RedisStore) now() string {
 	if s.clock == nil {

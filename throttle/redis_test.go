@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,8 +67,8 @@ func TestRedisScriptCacheFlushIsInvisible(t *testing.T) {
 
 func TestRedisPausedServerHonoursDeadlines(t *testing.T) {
 	srv := redistest.Start(t)
-	// A client as users build it: go-redis defaults, which ignore ctx deadlines on the socket.
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	// A client as users must build it: ContextTimeoutEnabled (see NewRedisStore).
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { rdb.Close() })
 	store := NewRedisStore(rdb)
 	t.Cleanup(func() { store.Close() })
@@ -125,16 +126,59 @@ func errString(err error) string {
 	return err.Error()
 }
 
-func TestRedisStoreLeavesCallersClientAlone(t *testing.T) {
+// The store uses the caller's client as it is: the caller's hooks see its
+// calls, and no second pool opens.
+func TestRedisStoreUsesCallersPoolAndHooks(t *testing.T) {
 	srv := redistest.Shared(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	var seen atomic.Int64
+	rdb.AddHook(countingHook{&seen})
 	store := NewRedisStore(rdb)
-	assert.True(t, store.owned, "a client without ContextTimeoutEnabled is copied")
-	assert.False(t, rdb.Options().ContextTimeoutEnabled, "the caller's options are not changed")
+	assert.Same(t, rdb, store.Client())
+
+	lim := NewLimiter(store, WithKeyPrefix(redistest.Prefix(t)))
+	_, err := lim.TryAcquire(context.Background(), "k", Limit{Rate: 1, Burst: 1}, 1)
+	require.NoError(t, err)
+	assert.Positive(t, seen.Load(), "the caller's hook saw the store's call")
+	assert.Positive(t, rdb.PoolStats().TotalConns, "the call used the caller's pool")
+
 	require.NoError(t, store.Close())
 	require.NoError(t, rdb.Ping(context.Background()).Err(), "the caller's client stays open")
 	require.NoError(t, rdb.Close())
+}
 
-	own := srv.Client(t) // ContextTimeoutEnabled already
-	assert.False(t, NewRedisStore(own).owned)
+// A client that would let a call outlive its deadline is refused, with the
+// fix in the message, before any I/O.
+func TestRedisStoreRefusesClientWithoutDeadlines(t *testing.T) {
+	var seen atomic.Int64
+	for _, rdb := range []redis.UniversalClient{
+		redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}),
+		redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}),
+		redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}}),
+	} {
+		rdb.AddHook(countingHook{&seen})
+		lim := NewLimiter(NewRedisStore(rdb))
+		require.ErrorIs(t, lim.Err(), ErrInvalid, "%T", rdb)
+		assert.Contains(t, lim.Err().Error(), "ContextTimeoutEnabled: true", "%T", rdb)
+		_, err := lim.TryAcquire(context.Background(), "k", Limit{Rate: 1, Burst: 1}, 1)
+		assert.ErrorIs(t, err, ErrInvalid, "%T", rdb)
+		require.NoError(t, rdb.Close())
+	}
+	assert.Zero(t, seen.Load(), "no I/O")
+}
+
+// countingHook counts the commands a client processes.
+type countingHook struct{ n *atomic.Int64 }
+
+func (h countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

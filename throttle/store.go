@@ -21,6 +21,8 @@ type Store interface {
 	peek(ctx context.Context, prefix string, b Bucket) (State, error)
 	// reset forgets the bucket's state, holes and cooldown.
 	reset(ctx context.Context, prefix string, b Bucket) error
+	// configErr is why the store cannot be used, or nil (NewLimiter reports it).
+	configErr() error
 }
 
 // Clock tells a store the time. Stores read it when given one through WithClock;
