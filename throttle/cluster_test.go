@@ -94,6 +94,40 @@ func TestRedisCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("every policy: mixed buckets, a turn given back in any order, a cooldown", func(t *testing.T) {
+		prefix := redistest.Prefix(t)
+		lim := NewLimiter(NewRedisStore(rdb), WithKeyPrefix(prefix))
+		ctx := context.Background()
+		for i, p := range onePolicyEach {
+			name := fmt.Sprintf("{t%d}:own", i)
+			// A tenant bucket of p with a token bucket beside it, in one call.
+			mix := []Bucket{{Key: name, Limit: p}, {Key: fmt.Sprintf("{t%d}:global", i), Limit: Limit{Rate: 1000, Burst: 100}}}
+			var rs []*Reservation
+			for range 4 {
+				r, err := lim.ReserveAll(ctx, mix, time.Hour)
+				require.NoError(t, err, "%T", p)
+				rs = append(rs, r)
+			}
+			// The second booking goes back under two later ones: a hole
+			// (its keys in the bucket's slot), which the next caller takes.
+			require.NoError(t, rs[1].Cancel(ctx), "%T", p)
+			r, err := lim.ReserveAll(ctx, mix, time.Hour)
+			require.NoError(t, err, "%T", p)
+			assert.Less(t, r.Time(), rs[2].Time(), "%T: the cancelled turn, before the later bookings", p)
+
+			_, err = lim.Cooldown(ctx, name, p, time.Minute)
+			require.NoError(t, err, "%T", p)
+			left, err := lim.CooldownLeft(ctx, name)
+			require.NoError(t, err, "%T", p)
+			assert.Greater(t, left, 59*time.Second, "%T", p)
+			res, err := lim.TryAcquire(ctx, name, p, 1)
+			require.NoError(t, err, "%T", p)
+			assert.False(t, res.Allowed, "%T: cooling down", p)
+			assert.Greater(t, res.RetryAfter, 59*time.Second, "%T", p)
+			require.NoError(t, lim.Reset(ctx, name, p), "%T", p)
+		}
+	})
+
 	t.Run("hash-tagged buckets are taken together", func(t *testing.T) {
 		prefix := redistest.Prefix(t)
 		lim := NewLimiter(NewRedisStore(rdb), WithKeyPrefix(prefix))

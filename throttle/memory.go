@@ -263,10 +263,12 @@ func (m *MemoryStore) cooldown(_ context.Context, prefix string, b Bucket, d tim
 	}
 	e, ok, retry := c.m.tail(now, 1, -1)
 	m.close(&c, now)
-	if !ok {
-		return micros(retry), nil
+	next := retry
+	if ok {
+		next = e - now
 	}
-	return micros(e - now), nil
+	// A full leaky bucket's RetryAfter is when a request fits, not when it goes.
+	return micros(max(next, till-now)), nil
 }
 
 // cooldownLeft is cooldown_left.lua in Go; see that file for the contract.
@@ -304,7 +306,8 @@ func (m *MemoryStore) peek(_ context.Context, prefix string, b Bucket) (State, e
 		next = x - now
 	}
 	r, z := mod.figures(now)
-	return State{Remaining: r, NextFree: micros(next), ResetAfter: micros(z), Cooldown: micros(max(0, cool-now))}, nil
+	left := max(0, cool-now)
+	return State{Remaining: r, NextFree: micros(max(next, left)), ResetAfter: micros(z), Cooldown: micros(left)}, nil
 }
 
 // reset forgets the key's state, holes and cooldown, as a DEL of its keys.

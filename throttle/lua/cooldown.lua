@@ -23,5 +23,7 @@ local till = now + d
 m.hold(b, till)
 if till > cooldown(b) then redis.call("SET", b.mkey, till, "PX", ms(d)) end
 local e, rw = m.tail(b, -1)
-if e == nil then return rw end
-return e - now
+local nxt = rw
+if e then nxt = e - now end
+if nxt < d then nxt = d end -- a full leaky bucket's RetryAfter is when a request fits, not when it goes
+return nxt

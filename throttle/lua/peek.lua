@@ -22,4 +22,5 @@ if x and (e == nil or x - now < nxt) then nxt = x - now end
 local r, z = m.figures(b)
 local c = cooldown(b) - now
 if c < 0 then c = 0 end
+if nxt < c then nxt = c end
 return {r, nxt, z, c, now}
