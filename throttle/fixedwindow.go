@@ -21,9 +21,10 @@ import (
 // Remaining is what the current window has left, its ResetAfter the time
 // until the windows with bookings are over.
 //
-// Cancel gives a reservation's n back to its window while that window is the
-// latest one with bookings; once a later window has taken bookings, nothing
-// goes back (the later requests already went past it).
+// Cancel gives a reservation's n back to its window's count while that
+// window is the latest one with bookings; once a later window has bookings,
+// the n places stay in their window for the next callers to take, until it
+// ends (see Reservation.Cancel).
 //
 // Max must be from 1 to 1<<30, Window a whole number of microseconds from 1 ms
 // to about three years. The zero FixedWindow is invalid. A changed Max applies

@@ -26,10 +26,10 @@ import (
 // at most (Capacity−n)·T, within its budget); when the wait was beyond the
 // caller's budget, the wait, after which it would be granted at once. So
 // Acquire returns a *LimitedError at once on a full bucket, whatever its
-// context allows. Reservation.Cancel gives the turn back if it is the last
-// one booked; under a later turn it gives nothing back, since moving the
-// meter back would put the next turn on top of that one (a token bucket's
-// refund, which only counts tokens, would let two turns coincide).
+// context allows. Reservation.Cancel of the last turn booked moves the meter
+// back; a turn under a later one is left for the next callers at its
+// instant, one after the other (see Reservation.Cancel): moving the meter
+// back would put the next turn on top of the later one.
 //
 // The zero Period means one second. Rate must be positive and finite, no
 // faster than one token per microsecond (T is Period/Rate rounded up to a

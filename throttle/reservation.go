@@ -82,11 +82,17 @@ func (r *Reservation) finish() {
 	r.mu.Unlock()
 }
 
-// Cancel gives the reservation's tokens back if its slot has not come, so the
-// next caller can have them. Only what no later reservation stands on goes back,
-// never above a bucket's Burst, and at most once however often Cancel is called
-// or the store call is retried. After the slot, or after Wait returned nil,
-// Cancel does nothing. The store call is bounded by the Limiter's refund timeout.
+// Cancel gives the reservation's turn back if its slot has not come, so that
+// a later caller can have it, whatever the order in which reservations are
+// cancelled: in each bucket, the latest booking is undone exactly; one that
+// later bookings stand on leaves its turn (its n, at its slot) to the next
+// callers, who take it instead of waiting behind the later ones, for as long
+// as the policy lets a turn move (the instant of the slot for a token bucket,
+// a leaky bucket and a sliding log; the rest of the window or slot for the
+// window counters). What a policy promises still holds: the grants that stand
+// are ones it admitted. At most once however often Cancel is called or the
+// store call is retried. After the slot, or after Wait returned nil, Cancel
+// does nothing. The store call is bounded by the Limiter's refund timeout.
 func (r *Reservation) Cancel(ctx context.Context) error {
 	r.mu.Lock()
 	if r.done || r.d.wait == 0 {

@@ -19,10 +19,11 @@ import (
 // earlier than any grant or booking before it (callers line up in arrival
 // order), at which the window ending at t holds at most Max−n grants. A wait
 // is the time until t; Acquire sleeps exactly that long, and a refused call's
-// RetryAfter is that long too. Reservation.Cancel takes the reservation's
-// entries out of the log, so later callers may have its place (the next one
-// exactly its place, if it was the last booking); grants older than the log's
-// newest Max entries, which it no longer holds, still count after a cancel.
+// RetryAfter is that long too. Reservation.Cancel of the last booking takes
+// its entries out of the log (grants older than the log's newest Max
+// entries, which it no longer holds, still count after it); a booking later
+// ones stand on leaves its instant to the next caller, and its entries come
+// out if nobody takes it (see Reservation.Cancel).
 //
 // Max must be from 1 to 10000: a key holds at most Max entries, about 11
 // bytes each in Redis (a list, 107 KB at Max 10000, that expires Window after

@@ -40,10 +40,11 @@ import (
 // the first call falls. After that a saturated key grants about Max per
 // Window. SlidingLog keeps the exact promise, with memory per grant.
 //
-// Cancel takes the reservation's n off its slot's count while the key still
-// keeps that slot (the latest slot with bookings and the Slots before it), so
-// later requests may be granted sooner; requests already booked keep their
-// times.
+// Cancel of a booking in the latest booked slot takes its n off that slot's
+// count, so later requests may be granted sooner; one in an earlier slot
+// leaves its place, from its time to the slot's end, to the next callers,
+// and is uncounted if nobody takes it (see Reservation.Cancel). Requests
+// already booked keep their times.
 //
 // Max must be from 1 to 1<<30. Window must be a whole number of microseconds
 // from 1 ms to about three years that Slots divides into whole microseconds.
