@@ -98,7 +98,7 @@ func TestRedisCluster(t *testing.T) {
 		prefix := redistest.Prefix(t)
 		lim := NewLimiter(NewRedisStore(rdb), WithKeyPrefix(prefix))
 		ctx := context.Background()
-		for i, p := range onePolicyEach {
+		for i, p := range policiesPer(time.Minute) { // slots far ahead of the real clock
 			name := fmt.Sprintf("{t%d}:own", i)
 			// A tenant bucket of p with a token bucket beside it, in one call.
 			mix := []Bucket{{Key: name, Limit: p}, {Key: fmt.Sprintf("{t%d}:global", i), Limit: Limit{Rate: 1000, Burst: 100}}}

@@ -60,7 +60,8 @@ type fallback struct {
 	clock    Clock // nil: time.Now
 	onChange func(mode string, err error)
 	tel      *telemetry
-	local    *Limiter // over a MemoryStore; owns the reservations made in fallback
+	local    *Limiter     // over mem; owns the reservations made in fallback
+	mem      *MemoryStore // the local store, which never fails
 
 	down atomic.Bool // in ModeFallback; read without mu on the fast path
 
@@ -89,7 +90,8 @@ func newFallback(c config, tel *telemetry) (*fallback, error) {
 	}
 	f := &fallback{hosts: c.hosts, interval: c.probeInterval, clock: c.clock, onChange: c.onModeChange, tel: tel}
 	// Only Reservation uses this Limiter: for its store, telemetry and refund timeout.
-	f.local = &Limiter{store: NewMemoryStore(opts...), cfg: c, tel: tel}
+	f.mem = NewMemoryStore(opts...)
+	f.local = &Limiter{store: f.mem, cfg: c, tel: tel}
 	tel.inMode(context.Background(), false, 1)
 	return f, nil
 }
@@ -226,11 +228,7 @@ func (f *fallback) decide(ctx context.Context, req *request, cause error) (decis
 		f.tel.outcome(ctx, req.one.Key, outError)
 		return decision{}, nil, err
 	}
-	d, err := f.local.store.reserve(ctx, loc)
-	if err != nil { // a MemoryStore does not fail; should one, say so as the store's failure
-		f.tel.outcome(ctx, req.one.Key, outError)
-		return decision{}, nil, fmt.Errorf("%w; local fallback: %v", cause, err)
-	}
+	d := f.mem.decide(loc)
 	if d.granted {
 		f.tel.fallback.Add(ctx, 1)
 	}
@@ -282,7 +280,7 @@ func (f *fallback) cooldown(ctx context.Context, prefix string, b Bucket, d time
 	if err != nil {
 		return 0, err
 	}
-	return f.local.store.cooldown(ctx, prefix, b, d)
+	return f.mem.cooldown(ctx, prefix, b, d)
 }
 
 // peek reads the local bucket, at this host's share of the policy.
@@ -291,7 +289,7 @@ func (f *fallback) peek(ctx context.Context, prefix string, b Bucket, cause erro
 	if err != nil {
 		return State{}, err
 	}
-	return f.local.store.peek(ctx, prefix, b)
+	return f.mem.peek(ctx, prefix, b)
 }
 
 // reset forgets the local bucket; the store's is untouched while it is down.
@@ -300,5 +298,5 @@ func (f *fallback) reset(ctx context.Context, prefix string, b Bucket, cause err
 	if err != nil {
 		return err
 	}
-	return f.local.store.reset(ctx, prefix, b)
+	return f.mem.reset(ctx, prefix, b)
 }

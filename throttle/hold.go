@@ -300,25 +300,17 @@ func (l *Limiter) holdLocal(ctx context.Context, h *holdCall, wait bool, cause e
 		l.tel.outcome(ctx, h.key, outError)
 		return nil, fmt.Errorf("%w; local fallback: the number of hosts is unknown (%d)", cause, n)
 	}
-	loc := l.fb.local
-	hs, ok := loc.store.(holdStore)
-	if !ok { // a MemoryStore always is
-		l.tel.outcome(ctx, h.key, outError)
-		return nil, fmt.Errorf("%w; local fallback: store %T cannot hold slots", cause, loc.store)
-	}
-	lh := &holdCall{owner: loc, hs: hs, prefix: h.prefix, key: h.key, max: max(1, h.max/n), lease: h.lease, id: h.id}
+	mem := l.fb.mem
+	lh := &holdCall{owner: l.fb.local, hs: mem, prefix: h.prefix, key: h.key, max: max(1, h.max/n), lease: h.lease, id: h.id}
 	begun := time.Now()
 	if wait {
-		if w := hs.waiters().enter(semKey(lh.prefix, lh.key)); w != nil {
+		if w := mem.waiters().enter(semKey(lh.prefix, lh.key)); w != nil {
 			lease, err := l.await(ctx, lh, w, false, begun)
 			return l.countLocal(ctx, lease, err)
 		}
 	}
-	r, err := lh.ask(ctx)
-	if err != nil { // a MemoryStore does not fail; should one, say so as the store's failure
-		l.tel.outcome(ctx, h.key, outError)
-		return nil, fmt.Errorf("%w; local fallback: %v", cause, err)
-	}
+	lh.asked = time.Now()
+	r := mem.holdNow(lh.prefix, lh.key, lh.max, int64(lh.lease/time.Microsecond), lh.id)
 	lease, err := l.answered(ctx, lh, r, wait, begun)
 	return l.countLocal(ctx, lease, err)
 }

@@ -308,7 +308,7 @@ func (l *Limiter) CooldownLeft(ctx context.Context, key string) (time.Duration, 
 		return err
 	})
 	if local {
-		return l.fb.local.store.cooldownLeft(ctx, l.cfg.prefix, key)
+		return l.fb.mem.cooldownLeft(ctx, l.cfg.prefix, key)
 	}
 	return left, err
 }

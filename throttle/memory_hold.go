@@ -37,6 +37,11 @@ func (m *MemoryStore) live(name string, now int64) (map[string]int64, int) {
 
 // hold is hold.lua in Go; see that file for the contract.
 func (m *MemoryStore) hold(_ context.Context, prefix, key string, max int, lease int64, id string) (holdReply, error) {
+	return m.holdNow(prefix, key, max, lease, id), nil
+}
+
+// holdNow is hold, which on a MemoryStore never fails.
+func (m *MemoryStore) holdNow(prefix, key string, max int, lease int64, id string) holdReply {
 	name := semKey(prefix, key)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -50,14 +55,14 @@ func (m *MemoryStore) hold(_ context.Context, prefix, key string, max int, lease
 			m.sems.leases[name] = ls
 		}
 		ls[id] = now + lease
-		return holdReply{granted: true, held: len(ls), now: now, expired: expired}, nil
+		return holdReply{granted: true, held: len(ls), now: now, expired: expired}
 	}
 	ends := make([]int64, 0, len(ls))
 	for _, end := range ls {
 		ends = append(ends, end)
 	}
 	slices.Sort(ends)
-	return holdReply{wait: ends[len(ls)-max] - now, held: len(ls), now: now, expired: expired}, nil
+	return holdReply{wait: ends[len(ls)-max] - now, held: len(ls), now: now, expired: expired}
 }
 
 // renew is renew.lua in Go; see that file for the contract.
