@@ -23,7 +23,7 @@ func deadLimiter(t *testing.T) *throttle.Limiter {
 	srv.Stop()
 	rdb := redis.NewClient(&redis.Options{
 		Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
-		DialerRetries: 1, DialerRetryTimeout: time.Millisecond,
+		DialerRetries: 1, DialerRetryTimeout: time.Millisecond, ContextTimeoutEnabled: true,
 	})
 	t.Cleanup(func() { _ = rdb.Close() })
 	store := throttle.NewRedisStore(rdb)
@@ -62,7 +62,7 @@ func TestStoreDownFailsOpen(t *testing.T) {
 
 func TestStoreRefusedFailsClosedEvenOpen(t *testing.T) {
 	srv := redistest.Start(t, "--requirepass", "secret")
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Password: "wrong", MaxRetries: -1})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Password: "wrong", MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rdb.Close() })
 	store := throttle.NewRedisStore(rdb)
 	t.Cleanup(func() { _ = store.Close() })
