@@ -93,6 +93,7 @@ func (p FixedWindow) open(st memState, now, _ int64) module {
 	cur := now / win
 	m := &fwModule{max: int64(p.Max), s: fwState{w: cur, win: win}, cur: cur, fresh: true}
 	if s, ok := st.(*fwState); ok {
+		m.prev = s
 		m.s.hold = s.hold
 		if s.win == win {
 			m.fresh = false
@@ -111,6 +112,7 @@ type fwModule struct {
 	cur   int64 // the window of now
 	fresh bool  // no state under this Window
 	kept  bool  // the call wrote the state
+	prev  *fwState
 }
 
 func (m *fwModule) tail(now int64, n int, _ int64) (int64, bool, int64) {
@@ -166,8 +168,15 @@ func (m *fwModule) hold(_, till int64) {
 func (m *fwModule) flag() { m.kept, m.fresh = true, false }
 
 func (m *fwModule) save() (memState, bool) {
+	switch {
+	case !m.kept:
+		return nil, false
+	case m.prev != nil:
+		*m.prev = m.s
+		return m.prev, true
+	}
 	s := m.s
-	return &s, m.kept
+	return &s, true
 }
 
 func (m *fwModule) next(at int64, _ int) int64 { return at }

@@ -147,9 +147,11 @@ func (m *MemoryStore) close(c *memCall, now int64) {
 		*c.e = e
 		m.entries[c.key] = c.e // an earlier bucket's sweep may have dropped it
 	default:
-		m.entries[c.key] = &e
+		ne := new(memEntry)
+		*ne = e
+		m.entries[c.key] = ne
 		m.sweep(now)
-		m.entries[c.key] = &e // a sweep may have dropped it
+		m.entries[c.key] = ne // a sweep may have dropped it
 	}
 }
 

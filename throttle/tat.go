@@ -9,15 +9,17 @@ func (s *tatState) idleAt(now int64) bool { return s.tat <= now }
 
 // tatModule is lua/tat.lua in Go: what token and leaky buckets share.
 type tatModule struct {
-	tat  int64 // never before now
-	t    int64 // µs per token
-	cool int64 // the cooldown's end, 0: none
+	tat  int64     // never before now
+	t    int64     // µs per token
+	cool int64     // the cooldown's end, 0: none
+	st   *tatState // the key's state, if it has one: save writes it in place
 }
 
 func openTAT(st memState, now, t, cool int64) tatModule {
 	m := tatModule{tat: now, t: t, cool: cool}
-	if s, ok := st.(*tatState); ok && s.tat > now {
-		m.tat = s.tat
+	if s, ok := st.(*tatState); ok {
+		m.st = s
+		m.tat = max(s.tat, now)
 	}
 	return m
 }
@@ -59,6 +61,12 @@ func (m *tatModule) holeTill(at int64) int64 { return at + 1 }
 func (m *tatModule) flag() {}
 
 // save: the TAT, whether written or not, reads the same on the next call.
-func (m *tatModule) save() (memState, bool) { return &tatState{tat: m.tat}, true }
+func (m *tatModule) save() (memState, bool) {
+	if m.st == nil {
+		return &tatState{tat: m.tat}, true
+	}
+	m.st.tat = m.tat
+	return m.st, true
+}
 
 func (m *tatModule) next(at int64, _ int) int64 { return at }
