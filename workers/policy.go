@@ -3,6 +3,7 @@ package workers
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 	"unicode"
@@ -39,13 +40,16 @@ type Policy struct {
 	// small set; it is also the bucket key when Key is nil. Required: at most
 	// 64 bytes, no braces or control characters.
 	Name string
-	// Limit is the bucket each job takes tokens from.
-	Limit throttle.Limit
+	// Limit is the policy of the bucket each job takes from: any
+	// throttle.Policy (a throttle.Limit token bucket, or FixedWindow,
+	// SlidingLog, SlidingWindow, LeakyBucket). Required.
+	Limit throttle.Policy
 	// Key derives a job's bucket key from its task; nil means Name. A Key that
 	// fails archives the job with an error matching ErrKey.
 	Key KeyFunc
-	// Global, if set, is one more bucket shared by every key of this policy.
-	Global *throttle.Limit
+	// Global, if set, is one more bucket shared by every key of this policy,
+	// of any policy (a *throttle.Limit, as before, is taken as its value).
+	Global throttle.Policy
 	// Cost is the tokens each job takes; 0 means 1. A task's queue.HeaderCost
 	// overrides it.
 	Cost int
@@ -83,7 +87,7 @@ const (
 // policy is a checked copy of a Policy.
 type policy struct {
 	Policy
-	global  *throttle.Limit      // copy of Policy.Global
+	global  throttle.Policy      // Policy.Global, nil if none
 	maxWait time.Duration        // Policy.MaxWait or Config.MaxWait
 	slots   throttle.Concurrency // InFlight and InFlightLease; Max 0 without InFlight
 }
@@ -101,17 +105,19 @@ func newPolicy(pol Policy, defaultWait time.Duration) (*policy, error) {
 	case strings.ContainsAny(pol.Name, "{}") || strings.IndexFunc(pol.Name, unicode.IsControl) >= 0:
 		bad("Name %q must not contain braces or control characters", pol.Name)
 	}
-	if err := pol.Limit.Validate(); err != nil {
-		bad("Limit: %w", err)
-	} else if pol.Cost > pol.Limit.Burst {
-		bad("Cost %d is larger than Limit's burst %d: no job could ever run", pol.Cost, pol.Limit.Burst)
+	if g, ok := pol.Global.(*throttle.Limit); ok && g != nil {
+		pol.Global = *g // a copy: the caller's value may change after
 	}
-	if pol.Global != nil {
-		if err := pol.Global.Validate(); err != nil {
-			bad("Global: %w", err)
-		} else if pol.Cost > pol.Global.Burst {
-			bad("Cost %d is larger than Global's burst %d: no job could ever run", pol.Cost, pol.Global.Burst)
+	checkPolicy := func(name string, p throttle.Policy) {
+		if err := validate(p); err != nil {
+			bad("%s: %w", name, err)
+		} else if most, _ := p.Quota(); pol.Cost > most {
+			bad("Cost %d is larger than %s's %s %d: no job could ever run", pol.Cost, name, quotaName(p), most)
 		}
+	}
+	checkPolicy("Limit", pol.Limit)
+	if !isNil(pol.Global) {
+		checkPolicy("Global", pol.Global)
 	}
 	if pol.Cost < 0 {
 		bad("Cost %d must not be negative", pol.Cost)
@@ -134,12 +140,40 @@ func newPolicy(pol Policy, defaultWait time.Duration) (*policy, error) {
 		return nil, fmt.Errorf("policy %q: %w", pol.Name, err)
 	}
 	p := &policy{Policy: pol, maxWait: or(pol.MaxWait, defaultWait), slots: slots}
-	if pol.Global != nil {
-		g := *pol.Global
-		p.global = &g
-		p.Global = p.global
+	if !isNil(pol.Global) {
+		p.global = pol.Global
+	} else {
+		p.Global = nil
 	}
 	return p, nil
+}
+
+// validate is p.Validate, with a nil policy (or a nil pointer to one) an error.
+func validate(p throttle.Policy) error {
+	if isNil(p) {
+		return errors.New("is nil")
+	}
+	return p.Validate()
+}
+
+// isNil reports a nil policy, or a nil pointer to one of throttle's.
+func isNil(p throttle.Policy) bool {
+	if p == nil {
+		return true
+	}
+	v := reflect.ValueOf(p)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// quotaName names what a policy's Quota counts, for messages.
+func quotaName(p throttle.Policy) string {
+	switch p.(type) {
+	case throttle.Limit, *throttle.Limit:
+		return "burst"
+	case throttle.LeakyBucket, *throttle.LeakyBucket:
+		return "capacity"
+	}
+	return "max"
 }
 
 // buckets returns the buckets job t takes tokens from, and the key of its own
@@ -163,7 +197,7 @@ func (p *policy) buckets(t *asynq.Task, m queue.Meta) ([]throttle.Bucket, string
 	}
 	return []throttle.Bucket{
 		{Key: own, Limit: p.Limit, N: n},
-		{Key: tag + globalName, Limit: *p.global, N: n},
+		{Key: tag + globalName, Limit: p.global, N: n},
 	}, own, nil
 }
 

@@ -174,10 +174,7 @@ func (p *Pool) newRoute(taskType string, h asynq.Handler, pol *Policy) (*route, 
 }
 
 func sameLimits(a, b *policy) bool {
-	if a.Limit != b.Limit || a.slots != b.slots || (a.global == nil) != (b.global == nil) {
-		return false
-	}
-	return a.global == nil || *a.global == *b.global
+	return a.Limit == b.Limit && a.slots == b.slots && a.global == b.global
 }
 
 // Start checks that the queues' Redis answers and starts taking jobs. It

@@ -45,10 +45,24 @@ Flags:
                            in the same forms
   --concurrency N          jobs at once in this process, waiting ones included (default 10)
   --limit SPEC             a limit, repeatable:
-                           TYPE=RATE/UNIT[,burst=N][,key=TEMPLATE][,max-wait=D][,cost=N][,global=RATE/UNIT[:BURST]][,in-flight=N]
+                           TYPE=RATE/UNIT[,policy=P][,burst=N][,slots=N][,capacity=N][,key=TEMPLATE]
+                                [,max-wait=D][,cost=N][,global=RATE/UNIT[:BURST]][,in-flight=N]
                            UNIT is s, m or h; TEMPLATE may use {type}, {payload.FIELD}, {header.NAME};
                            in-flight=N: at most N of these jobs run at once across the fleet
-  --limits FILE            JSON limits file, {"limits": [{"type": "...", "rate": "50/s", ...}]};
+                           policy=P, what the limit promises (default token-bucket):
+                             token-bucket    RATE per UNIT on average, bursts up to burst=N
+                                             (default: a second's worth, at least 1)
+                             fixed-window    at most RATE per calendar UNIT (up to 2x across an edge)
+                             sliding-log     at most RATE in any span of one UNIT, exactly
+                             sliding-window  about RATE in any span of one UNIT, exactly RATE in any
+                                             slots=N whole slots (default 10), in constant memory
+                             leaky-bucket    an even pace, one every UNIT/RATE; at most capacity=N
+                                             waiting (default as burst), beyond that refused
+                           for the window policies RATE is a whole number; burst, slots and
+                           capacity apply to their policy only; global= is a token bucket
+  --limits FILE            JSON limits file, {"limits": [{"type": "...", "rate": "50/s", ...}]},
+                           with the spec's options as fields ("policy", "burst", "slots",
+                           "capacity", "key", "max_wait", "cost", "global", "in_flight");
                            a --limit replaces the file's entry for its type
   --max-wait DURATION      how long a job may wait here for its turn before it goes
                            back to the queue, unless its limit says (default 5s)
@@ -74,6 +88,8 @@ Flags:
 
 Examples:
   worker --redis redis://127.0.0.1:6379/0 --limit 'http:request=50/s,burst=5'
+
+  worker --limit 'http:request=100/m,policy=sliding-log'   # at most 100 in any minute
 
   worker --redis rediss://worker:s3cret@queues.internal:6380/0 \
     --limiter-redis redis-cluster://limits-1.internal:6379,limits-2.internal:6379 \

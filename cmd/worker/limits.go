@@ -75,8 +75,7 @@ func policyFor(sp limitspec.Spec) (workers.Policy, error) {
 		InFlight: sp.InFlight,
 	}
 	if sp.Global != nil {
-		g := *sp.Global
-		pol.Global = &g
+		pol.Global = *sp.Global
 	}
 	if sp.Key != "" {
 		key, err := workers.KeyTemplate(sp.Key)

@@ -23,8 +23,7 @@ func TestPolicyFor(t *testing.T) {
 	assert.Equal(t, 5, pol.InFlight)
 	assert.Equal(t, throttle.Limit{Rate: 100, Period: time.Minute, Burst: 10}, pol.Limit)
 	require.NotNil(t, pol.Global)
-	assert.Equal(t, throttle.Limit{Rate: 500, Period: time.Second, Burst: 50}, *pol.Global)
-	assert.NotSame(t, sp.Global, pol.Global, "the policy has its own copy")
+	assert.Equal(t, throttle.Limit{Rate: 500, Period: time.Second, Burst: 50}, pol.Global, "a copy: the policy holds the value")
 	assert.Equal(t, 2, pol.Cost)
 	assert.Equal(t, 2*time.Second, pol.MaxWait)
 	require.NotNil(t, pol.Key)
@@ -43,6 +42,18 @@ func TestPolicyFor(t *testing.T) {
 	assert.Equal(t, 0, pol.Cost)
 	assert.Equal(t, 0, pol.InFlight, "no bound")
 	assert.Equal(t, time.Duration(0), pol.MaxWait, "the worker's --max-wait")
+
+	// Every policy reaches the pool.
+	for in, want := range map[string]throttle.Policy{
+		"http:request=40/s,policy=sliding-log":               throttle.SlidingLog{Max: 40, Window: time.Second},
+		"http:request=50/s,policy=leaky-bucket,capacity=100": throttle.LeakyBucket{Rate: 50, Period: time.Second, Capacity: 100},
+	} {
+		sp, err = limitspec.Parse(in)
+		require.NoError(t, err, in)
+		pol, err = policyFor(sp)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, pol.Limit, in)
+	}
 }
 
 // A --limit replaces the file's entry for its type, in the file's place;

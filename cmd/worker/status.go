@@ -26,8 +26,9 @@ type rates struct {
 
 type policyRate struct {
 	name   string
-	limit  throttle.Limit
-	perKey bool // the limit is per derived key (a key template): the rate is over all keys
+	rate   float64       // the limit's rate per period, as its spec writes it
+	period time.Duration // never 0
+	perKey bool          // the limit is per derived key (a key template): the rate is over all keys
 	runs   atomic.Int64
 
 	last   int64 // runs at the previous snapshot
@@ -38,7 +39,8 @@ func newRates(now time.Time) *rates { return &rates{start: now} }
 
 // counted returns h counting its runs under the policy pol.
 func (r *rates) counted(h asynq.Handler, pol *workers.Policy) asynq.Handler {
-	pr := &policyRate{name: pol.Name, limit: pol.Limit, perKey: pol.Key != nil, lastAt: r.start}
+	rate, period := rateOf(pol.Limit)
+	pr := &policyRate{name: pol.Name, rate: rate, period: period, perKey: pol.Key != nil, lastAt: r.start}
 	r.policies = append(r.policies, pr)
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		pr.runs.Add(1)
@@ -69,17 +71,36 @@ func (r *rates) total(now time.Time) string {
 	return strings.Join(parts, ", ")
 }
 
-func (p *policyRate) describe(runs int64, over time.Duration) string {
-	period := p.limit.Period
+// rateOf is a policy's rate as its spec writes it: a token or leaky bucket's
+// Rate per Period, a window policy's Max per Window.
+func rateOf(p throttle.Policy) (float64, time.Duration) {
+	rate, period := 0.0, time.Duration(0)
+	switch p := p.(type) {
+	case throttle.Limit:
+		rate, period = p.Rate, p.Period
+	case throttle.LeakyBucket:
+		rate, period = p.Rate, p.Period
+	case throttle.FixedWindow:
+		rate, period = float64(p.Max), p.Window
+	case throttle.SlidingLog:
+		rate, period = float64(p.Max), p.Window
+	case throttle.SlidingWindow:
+		rate, period = float64(p.Max), p.Window
+	}
 	if period == 0 {
 		period = time.Second
 	}
+	return rate, period
+}
+
+func (p *policyRate) describe(runs int64, over time.Duration) string {
+	period := p.period
 	achieved := 0.0
 	if over > 0 {
 		achieved = float64(runs) / over.Seconds() * period.Seconds()
 	}
 	unit := unitOf(period)
-	limit := strconv.FormatFloat(p.limit.Rate, 'f', -1, 64)
+	limit := strconv.FormatFloat(p.rate, 'f', -1, 64)
 	if p.perKey {
 		return fmt.Sprintf("%s %.1f/%s over all keys, %s/%s per key", p.name, achieved, unit, limit, unit)
 	}

@@ -16,14 +16,22 @@ func ExampleParse() {
 
 	// The burst defaults to a second's worth of tokens.
 	sp, _ = limitspec.Parse("http:request=50/s")
-	fmt.Println(sp.Limit.Burst)
+	fmt.Println(sp.Limit)
+
+	// At most 100 in any minute, exactly.
+	sp, _ = limitspec.Parse("report=100/m,policy=sliding-log")
+	fmt.Println(sp.Limit)
 
 	_, err = limitspec.Parse("http:request=50/q")
 	fmt.Println(err)
+	_, err = limitspec.Parse("report=100/m,policy=sliding-log,burst=10")
+	fmt.Println(err)
 	// Output:
 	// email:send 100/1m0s burst 10 tenant:{payload.tenant} 2s
-	// 50
+	// 50/1s burst 50
+	// 100 per 1m0s sliding log
 	// limit "http:request=50/q": unknown unit "q" (want s, m or h)
+	// limit "report=100/m,policy=sliding-log,burst=10": burst does not apply to policy sliding-log (burst is for policy token-bucket)
 }
 
 // Flags given on the command line replace the file's entry for the same type.

@@ -18,7 +18,10 @@ const MaxFileSize = 1 << 20
 type fileEntry struct {
 	Type     string `json:"type"`
 	Rate     string `json:"rate"`      // RATE/UNIT, as in a spec
-	Burst    *int   `json:"burst"`     // absent: the default burst
+	Policy   string `json:"policy"`    // absent: token-bucket
+	Burst    *int   `json:"burst"`     // token-bucket; absent: the default burst
+	Slots    *int   `json:"slots"`     // sliding-window; absent: 10
+	Capacity *int   `json:"capacity"`  // leaky-bucket; absent: the default, as burst
 	Key      string `json:"key"`       // key template
 	MaxWait  string `json:"max_wait"`  // Go duration; absent: the worker's default
 	Cost     *int   `json:"cost"`      // absent: 1
@@ -31,12 +34,15 @@ type fileEntry struct {
 //	{"limits": [
 //	  {"type": "http:request", "rate": "50/s", "burst": 5},
 //	  {"type": "email:send", "rate": "100/m", "burst": 10, "key": "tenant:{payload.tenant}",
-//	   "max_wait": "2s", "cost": 1, "global": "500/s:50", "in_flight": 5}
+//	   "max_wait": "2s", "cost": 1, "global": "500/s:50", "in_flight": 5},
+//	  {"type": "report", "rate": "100/m", "policy": "sliding-log"}
 //	]}
 //
 // Each entry holds the fields of a spec (see [Parse]): type and rate are
-// required; burst, key, max_wait, cost, global and in_flight may be left out,
-// with the same defaults. Unknown fields, a file without "limits", text after the
+// required; policy, burst, slots, capacity, key, max_wait, cost, global and
+// in_flight may be left out, with the same defaults and the same rules
+// (burst for token-bucket, slots for sliding-window, capacity for
+// leaky-bucket). Unknown fields, a file without "limits", text after the
 // object, two entries for one type and files over [MaxFileSize] are errors.
 //
 // The Specs come back in file order and pass [Spec.Validate]. An error names
@@ -159,9 +165,21 @@ func (e fileEntry) spec() (Spec, error) {
 		return Spec{}, err
 	}
 	sp := Spec{Type: e.Type, Key: e.Key}
-	sp.Limit.Rate, sp.Limit.Period, sp.Limit.Burst = r, period, DefaultBurst(r, period)
-	if e.Burst != nil {
-		sp.Limit.Burst = *e.Burst // checked by Validate
+	sh := shape{policy: e.Policy}
+	for _, o := range []struct {
+		name string
+		v    *int
+		to   *int
+	}{{optBurst, e.Burst, &sh.burst}, {optSlots, e.Slots, &sh.slots}, {optCapacity, e.Capacity, &sh.capacity}} {
+		if o.v != nil {
+			if *o.v < 1 {
+				return Spec{}, invalidf("%s %d must be at least 1", o.name, *o.v)
+			}
+			*o.to = *o.v // the upper bound is checked by Validate
+		}
+	}
+	if sp.Limit, err = sh.build(r, period); err != nil {
+		return Spec{}, err
 	}
 	if e.MaxWait != "" {
 		if sp.MaxWait, err = parseMaxWait(e.MaxWait); err != nil {

@@ -27,7 +27,10 @@ func TestLoadFile(t *testing.T) {
 		{"type": "http:request", "rate": "50/s", "burst": 5},
 		{"type": "email:send", "rate": "100/m", "burst": 10, "key": "tenant:{payload.tenant}",
 		 "max_wait": "2s", "cost": 1, "global": "500/s:50"},
-		{"type": "report:build", "rate": "0.5/s", "global": "10/m", "in_flight": 3}
+		{"type": "report:build", "rate": "0.5/s", "global": "10/m", "in_flight": 3},
+		{"type": "search", "rate": "40/s", "policy": "sliding-log"},
+		{"type": "stats", "rate": "100/m", "policy": "sliding-window", "slots": 6},
+		{"type": "sms", "rate": "50/s", "policy": "leaky-bucket", "capacity": 100}
 	]}`)
 	got, err := LoadFile(path)
 	require.NoError(t, err)
@@ -47,6 +50,9 @@ func TestLoadFile(t *testing.T) {
 			Global:   &throttle.Limit{Rate: 10, Period: time.Minute, Burst: 1},
 			InFlight: 3,
 		},
+		{Type: "search", Limit: throttle.SlidingLog{Max: 40, Window: time.Second}},
+		{Type: "stats", Limit: throttle.SlidingWindow{Max: 100, Window: time.Minute, Slots: 6}},
+		{Type: "sms", Limit: throttle.LeakyBucket{Rate: 50, Period: time.Second, Capacity: 100}},
 	}
 	assert.Equal(t, want, got)
 
@@ -71,6 +77,9 @@ func TestLoadFileInvalid(t *testing.T) {
 		want    string // the message after `limits file "<path>": `
 	}{
 		{"empty", ``, "empty, want a JSON object"},
+		{"burst for sliding-log", `{"limits": [{"type": "a", "rate": "5/s", "policy": "sliding-log", "burst": 2}]}`, `limits[0] (type "a"): burst does not apply to policy sliding-log (burst is for policy token-bucket)`},
+		{"unknown policy", `{"limits": [{"type": "a", "rate": "5/s", "policy": "lru"}]}`, `limits[0] (type "a"): unknown policy "lru" (want token-bucket, fixed-window, sliding-log, sliding-window, leaky-bucket)`},
+		{"zero capacity", `{"limits": [{"type": "a", "rate": "5/s", "policy": "leaky-bucket", "capacity": 0}]}`, `limits[0] (type "a"): capacity 0 must be at least 1`},
 		{"no limits", `{}`, `no "limits" array, as in {"limits": [{"type": "http:request", "rate": "50/s"}]}`},
 		{"null limits", `{"limits": null}`, `limits: want an array at line 1, column 12`},
 		{"unknown top-level field", `{"limits": [], "limit": []}`, `unknown field "limit"`},

@@ -49,7 +49,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("Parse(%q): global %v does not validate: %v", s, *sp.Global, err)
 			}
 		}
-		if sp.Type == "" || len(sp.Type) > MaxTypeLen || len(sp.Key) > MaxKeyLen || sp.Limit.Burst < 1 || sp.Cost < 0 || sp.MaxWait < 0 {
+		if sp.Type == "" || len(sp.Type) > MaxTypeLen || len(sp.Key) > MaxKeyLen || mostOf(sp.Limit) < 1 || sp.Cost < 0 || sp.MaxWait < 0 {
 			t.Fatalf("Parse(%q) = %+v: out of bounds", s, sp)
 		}
 		again, err := Parse(sp.String())

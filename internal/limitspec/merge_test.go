@@ -5,6 +5,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/throttle"
 )
 
 func mustParse(t *testing.T, specs ...string) []Spec {
@@ -47,7 +49,7 @@ func TestMergeEmpty(t *testing.T) {
 
 func TestMergeInvalid(t *testing.T) {
 	bad := mustParse(t, "a=1/s")[0]
-	bad.Limit.Burst = 0
+	bad.Limit = throttle.Limit{Rate: 1, Burst: 0}
 	tests := []struct {
 		name        string
 		file, flags []Spec

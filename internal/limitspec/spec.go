@@ -20,15 +20,18 @@ const (
 	maxCount = 1 << 30
 )
 
-// Spec is the limit a worker enforces on one task type: a token bucket, the
-// bucket's key, how long a job may wait for tokens, what a job costs, an
+// Spec is the limit a worker enforces on one task type: a policy (a token
+// bucket unless policy= says otherwise), the bucket's key, how long a job may wait for tokens, what a job costs, an
 // optional global bucket taken together with the keyed one, and an optional
 // bound on the jobs of one key running at once across the fleet.
 //
 // [Parse] and [LoadFile] return Specs that pass [Spec.Validate].
 type Spec struct {
-	Type  string         // task type the limit applies to
-	Limit throttle.Limit // a burst left out of the spec defaults to max(1, ceil(tokens per second))
+	Type string // task type the limit applies to
+	// Limit is the policy: a throttle.Limit (a burst left out of the spec
+	// defaults to max(1, ceil(tokens per second))), FixedWindow, SlidingLog,
+	// SlidingWindow or LeakyBucket (a capacity left out defaults the same way).
+	Limit throttle.Policy
 	// Key is a template for the bucket key, such as "tenant:{payload.tenant}",
 	// expanded by the worker for each job. "" means no key: one bucket named
 	// after the type.
@@ -43,10 +46,25 @@ type Spec struct {
 
 // Parse parses one limit written as
 //
-//	TYPE=RATE/UNIT[,burst=N][,key=TEMPLATE][,max-wait=DURATION][,cost=N][,global=RATE/UNIT[:BURST]][,in-flight=N]
+//	TYPE=RATE/UNIT[,policy=NAME][,burst=N][,slots=N][,capacity=N][,key=TEMPLATE][,max-wait=DURATION][,cost=N][,global=RATE/UNIT[:BURST]][,in-flight=N]
 //
 // for example "email:send=100/m,burst=10,key=tenant:{payload.tenant}". Spaces
-// around each part are ignored. MAX-WAIT is a Go duration ("2s", "500ms") and
+// around each part are ignored.
+//
+// NAME is the policy (default token-bucket):
+//
+//   - token-bucket: RATE per UNIT on average, bursts up to burst=N;
+//   - fixed-window: at most RATE per aligned UNIT (calendar minute, ...);
+//     up to twice that across a window's edge;
+//   - sliding-log: at most RATE in any span of one UNIT, exactly;
+//   - sliding-window: about RATE in any span of one UNIT (exactly RATE in any
+//     slots=N whole slots, default 10), in constant memory;
+//   - leaky-bucket: an even pace, one every UNIT/RATE, at most capacity=N
+//     queued (default max(1, ceil(per second))); beyond that, refused.
+//
+// For the window policies RATE must be a whole number: the most per UNIT.
+// burst, slots and capacity apply to one policy each; given for another, they
+// are an error naming both. global= is always a token bucket. MAX-WAIT is a Go duration ("2s", "500ms") and
 // must be positive; leave it out for the worker's default. Because commas
 // separate the options, neither the type nor the key may contain one.
 //
@@ -66,12 +84,15 @@ func Parse(s string) (Spec, error) {
 
 // The options Parse knows, in the order String writes them.
 const (
-	optBurst   = "burst"
-	optKey     = "key"
-	optMaxWait = "max-wait"
-	optCost    = "cost"
-	optGlobal  = "global"
-	optFlight  = "in-flight"
+	optBurst    = "burst"
+	optKey      = "key"
+	optMaxWait  = "max-wait"
+	optCost     = "cost"
+	optGlobal   = "global"
+	optFlight   = "in-flight"
+	optPolicy   = "policy"
+	optSlots    = "slots"
+	optCapacity = "capacity"
 )
 
 func parse(s string) (Spec, error) {
@@ -88,7 +109,7 @@ func parse(s string) (Spec, error) {
 	if err != nil {
 		return Spec{}, err
 	}
-	burst := 0
+	var sh shape
 	if hasOpts {
 		seen := make(map[string]bool, 5)
 		for part := range strings.SplitSeq(opts, ",") {
@@ -105,7 +126,13 @@ func parse(s string) (Spec, error) {
 			seen[name] = true
 			switch name {
 			case optBurst:
-				burst, err = parseCount(optBurst, value)
+				sh.burst, err = parseCount(optBurst, value)
+			case optPolicy:
+				sh.policy = value
+			case optSlots:
+				sh.slots, err = parseCount(optSlots, value)
+			case optCapacity:
+				sh.capacity, err = parseCount(optCapacity, value)
 			case optKey:
 				if value == "" {
 					err = invalidf("key is empty (leave it out for no key)")
@@ -122,17 +149,16 @@ func parse(s string) (Spec, error) {
 			case optFlight:
 				sp.InFlight, err = parseCount(optFlight, value)
 			default:
-				err = invalidf("unknown option %s (want burst, key, max-wait, cost, global or in-flight)", quote(name))
+				err = invalidf("unknown option %s (want policy, burst, slots, capacity, key, max-wait, cost, global or in-flight)", quote(name))
 			}
 			if err != nil {
 				return Spec{}, err
 			}
 		}
 	}
-	if burst == 0 {
-		burst = DefaultBurst(r, period)
+	if sp.Limit, err = sh.build(r, period); err != nil {
+		return Spec{}, err
 	}
-	sp.Limit = throttle.Limit{Rate: r, Period: period, Burst: burst}
 	if err := sp.Validate(); err != nil {
 		return Spec{}, err
 	}
@@ -247,11 +273,11 @@ func (s Spec) Validate() error {
 	case strings.IndexFunc(s.Type, unicode.IsControl) >= 0:
 		return invalidf("type %s contains a control character", quote(s.Type))
 	}
-	if err := validateLimit("", s.Limit); err != nil {
+	if err := validatePolicy("", s.Limit); err != nil {
 		return err
 	}
 	if s.Global != nil {
-		if err := validateLimit("global ", *s.Global); err != nil {
+		if err := validatePolicy("global ", *s.Global); err != nil {
 			return err
 		}
 	}
@@ -264,8 +290,9 @@ func (s Spec) Validate() error {
 	switch {
 	case s.Cost < 0:
 		return invalidf("cost %d must not be negative", s.Cost)
-	case s.Cost > s.Limit.Burst:
-		return invalidf("cost %d is larger than burst %d: no job could ever run", s.Cost, s.Limit.Burst)
+	case s.Cost > mostOf(s.Limit):
+		n, what := most(s.Limit)
+		return invalidf("cost %d is larger than %s %d: no job could ever run", s.Cost, what, n)
 	case s.Global != nil && s.Cost > s.Global.Burst:
 		return invalidf("cost %d is larger than global burst %d: no job could ever run", s.Cost, s.Global.Burst)
 	case s.InFlight < 0:
@@ -281,18 +308,10 @@ func (s Spec) Validate() error {
 	return nil
 }
 
-// validateLimit checks l with throttle, keeping throttle's reason but not its
-// package prefix.
-func validateLimit(what string, l throttle.Limit) error {
-	err := l.Validate()
-	if err == nil {
-		return nil
-	}
-	var ie *throttle.InvalidError
-	if errors.As(err, &ie) {
-		return invalidf("%s%s", what, ie.Reason)
-	}
-	return invalidf("%s%v", what, err)
+// mostOf is what p grants at once.
+func mostOf(p throttle.Policy) int {
+	n, _ := most(p)
+	return n
 }
 
 func validateKey(key string) error {
@@ -337,8 +356,19 @@ func (s Spec) String() string {
 	var b strings.Builder
 	b.WriteString(s.Type)
 	b.WriteByte('=')
-	writeRate(&b, s.Limit)
-	fmt.Fprintf(&b, ",%s=%d", optBurst, s.Limit.Burst)
+	sh, rate, period := shapeOf(s.Limit)
+	writeRate(&b, rate, period)
+	if sh.policy != TokenBucket {
+		fmt.Fprintf(&b, ",%s=%s", optPolicy, sh.policy)
+	}
+	for _, o := range []struct {
+		name string
+		n    int
+	}{{optBurst, sh.burst}, {optSlots, sh.slots}, {optCapacity, sh.capacity}} {
+		if o.n != 0 {
+			fmt.Fprintf(&b, ",%s=%d", o.name, o.n)
+		}
+	}
 	if s.Key != "" {
 		fmt.Fprintf(&b, ",%s=%s", optKey, s.Key)
 	}
@@ -350,7 +380,7 @@ func (s Spec) String() string {
 	}
 	if s.Global != nil {
 		fmt.Fprintf(&b, ",%s=", optGlobal)
-		writeRate(&b, *s.Global)
+		writeRate(&b, s.Global.Rate, s.Global.Period)
 		fmt.Fprintf(&b, ":%d", s.Global.Burst)
 	}
 	if s.InFlight != 0 {
@@ -361,10 +391,10 @@ func (s Spec) String() string {
 
 // writeRate writes RATE/UNIT; a Period that is not a second, minute or hour
 // (which Parse never returns) is written as a Go duration.
-func writeRate(b *strings.Builder, l throttle.Limit) {
-	b.WriteString(strconv.FormatFloat(l.Rate, 'f', -1, 64))
+func writeRate(b *strings.Builder, rate float64, period time.Duration) {
+	b.WriteString(strconv.FormatFloat(rate, 'f', -1, 64))
 	b.WriteByte('/')
-	switch l.Period {
+	switch period {
 	case 0, time.Second:
 		b.WriteString("s")
 	case time.Minute:
@@ -372,7 +402,7 @@ func writeRate(b *strings.Builder, l throttle.Limit) {
 	case time.Hour:
 		b.WriteString("h")
 	default:
-		b.WriteString(l.Period.String())
+		b.WriteString(period.String())
 	}
 }
 

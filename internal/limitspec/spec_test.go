@@ -31,6 +31,16 @@ func TestParseValid(t *testing.T) {
 		{"a=0.5/s", Spec{Type: "a", Limit: throttle.Limit{Rate: 0.5, Period: time.Second, Burst: 1}}},
 		{"a=7200/h", Spec{Type: "a", Limit: throttle.Limit{Rate: 7200, Period: time.Hour, Burst: 2}}},
 		{"a=2.5/s", Spec{Type: "a", Limit: throttle.Limit{Rate: 2.5, Period: time.Second, Burst: 3}}},
+		// Policies: RATE/UNIT is Max per Window for the window policies.
+		{"a=40/s,policy=sliding-log", Spec{Type: "a", Limit: throttle.SlidingLog{Max: 40, Window: time.Second}}},
+		{"a=100/m,policy=fixed-window", Spec{Type: "a", Limit: throttle.FixedWindow{Max: 100, Window: time.Minute}}},
+		{"a=100/m,policy=sliding-window", Spec{Type: "a", Limit: throttle.SlidingWindow{Max: 100, Window: time.Minute, Slots: 10}}},
+		{"a=100/m,policy=sliding-window,slots=6", Spec{Type: "a", Limit: throttle.SlidingWindow{Max: 100, Window: time.Minute, Slots: 6}}},
+		{"a=50/s,policy=leaky-bucket,capacity=100", Spec{Type: "a", Limit: throttle.LeakyBucket{Rate: 50, Period: time.Second, Capacity: 100}}},
+		{"a=50/s,policy=leaky-bucket", Spec{Type: "a", Limit: throttle.LeakyBucket{Rate: 50, Period: time.Second, Capacity: 50}}},
+		{"a=5/s,policy=token-bucket,burst=2", Spec{Type: "a", Limit: throttle.Limit{Rate: 5, Period: time.Second, Burst: 2}}},
+		{"a=40/s,policy=sliding-log,cost=4,global=100/s,in-flight=3", Spec{Type: "a", Limit: throttle.SlidingLog{Max: 40, Window: time.Second}, Cost: 4,
+			Global: global(100, time.Second, 100), InFlight: 3}},
 		// Long unit names, spaces around parts.
 		{"a=1/sec", Spec{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Second, Burst: 1}}},
 		{"a=1/second", Spec{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Second, Burst: 1}}},
@@ -73,6 +83,17 @@ func TestParseInvalid(t *testing.T) {
 		want string // the whole message
 	}{
 		{"x=50/q", `limit "x=50/q": unknown unit "q" (want s, m or h)`},
+		{"a=5/s,policy=sliding-log,burst=3", `limit "a=5/s,policy=sliding-log,burst=3": burst does not apply to policy sliding-log (burst is for policy token-bucket)`},
+		{"a=5/s,slots=3", `limit "a=5/s,slots=3": slots does not apply to policy token-bucket (slots is for policy sliding-window)`},
+		{"a=5/s,policy=fixed-window,capacity=3", `limit "a=5/s,policy=fixed-window,capacity=3": capacity does not apply to policy fixed-window (capacity is for policy leaky-bucket)`},
+		{"a=5/s,policy=leaky-bucket,slots=3", `limit "a=5/s,policy=leaky-bucket,slots=3": slots does not apply to policy leaky-bucket (slots is for policy sliding-window)`},
+		{"a=5/s,policy=gcra", `limit "a=5/s,policy=gcra": unknown policy "gcra" (want token-bucket, fixed-window, sliding-log, sliding-window, leaky-bucket)`},
+		{"a=2.5/s,policy=sliding-log", `limit "a=2.5/s,policy=sliding-log": rate 2.5 is not a whole number: with policy sliding-log, RATE/UNIT is the most per UNIT`},
+		{"a=5/s,policy=sliding-log,cost=6", `limit "a=5/s,policy=sliding-log,cost=6": cost 6 is larger than max 5: no job could ever run`},
+		{"a=5/s,policy=leaky-bucket,capacity=2,cost=3", `limit "a=5/s,policy=leaky-bucket,capacity=2,cost=3": cost 3 is larger than capacity 2: no job could ever run`},
+		{"a=20000/s,policy=sliding-log", `limit "a=20000/s,policy=sliding-log": max 20000 is larger than 10000`},
+		{"a=7/m,policy=sliding-window,slots=7", `limit "a=7/m,policy=sliding-window,slots=7": window 1m0s is not a whole number of microseconds per slot over 7 slots`},
+		{"a=5/s,policy=sliding-log,policy=fixed-window", `limit "a=5/s,policy=sliding-log,policy=fixed-window": policy given twice`},
 		{"", `limit "": want TYPE=RATE/UNIT, e.g. http:request=50/s`},
 		{"http:request", `limit "http:request": want TYPE=RATE/UNIT, e.g. http:request=50/s`},
 		{"=50/s", `limit "=50/s": type is empty`},
@@ -99,8 +120,8 @@ func TestParseInvalid(t *testing.T) {
 		{"a=5/s,burst=1.5", `limit "a=5/s,burst=1.5": burst "1.5" is not a whole number from 1 to 1073741824`},
 		{"a=5/s,burst=99999999999999999999", `limit "a=5/s,burst=99999999999999999999": burst "99999999999999999999" is not a whole number from 1 to 1073741824`},
 		{"a=5/s,burst=1,burst=2", `limit "a=5/s,burst=1,burst=2": burst given twice`},
-		{"a=5/s,rate=2", `limit "a=5/s,rate=2": unknown option "rate" (want burst, key, max-wait, cost, global or in-flight)`},
-		{"a=5/s,max_wait=1s", `limit "a=5/s,max_wait=1s": unknown option "max_wait" (want burst, key, max-wait, cost, global or in-flight)`},
+		{"a=5/s,rate=2", `limit "a=5/s,rate=2": unknown option "rate" (want policy, burst, slots, capacity, key, max-wait, cost, global or in-flight)`},
+		{"a=5/s,max_wait=1s", `limit "a=5/s,max_wait=1s": unknown option "max_wait" (want policy, burst, slots, capacity, key, max-wait, cost, global or in-flight)`},
 		{"a=5/s,key=", `limit "a=5/s,key=": key is empty (leave it out for no key)`},
 		{"a=5/s,key=t:{payload.tenant", `limit "a=5/s,key=t:{payload.tenant": key "t:{payload.tenant": '{' at byte 2 is never closed`},
 		{"a=5/s,key=t:}", `limit "a=5/s,key=t:}": key "t:}": '}' at byte 2 has no '{'`},
@@ -168,7 +189,7 @@ func TestValidate(t *testing.T) {
 		{"empty type", func(s *Spec) { s.Type = "" }, "type is empty"},
 		{"space around type", func(s *Spec) { s.Type = " a" }, `type " a" starts or ends with a space`},
 		{"comma in type", func(s *Spec) { s.Type = "a,b" }, `type "a,b" must not contain '=' or ','`},
-		{"zero burst", func(s *Spec) { s.Limit.Burst = 0 }, "burst 0 must be at least 1"},
+		{"zero burst", func(s *Spec) { s.Limit = throttle.Limit{Rate: 1, Burst: 0} }, "burst 0 must be at least 1"},
 		{"bad global", func(s *Spec) { s.Global = &throttle.Limit{Rate: -1, Burst: 1} }, "global rate -1 must be positive"},
 		{"comma in key", func(s *Spec) { s.Key = "a,b" }, `key "a,b" must not contain ','`},
 		{"space around key", func(s *Spec) { s.Key = "a " }, `key "a " starts or ends with a space`},
@@ -199,4 +220,15 @@ func TestString(t *testing.T) {
 	sp.InFlight = 5
 	assert.Equal(t, "email:send=0.5/m,burst=1,key=tenant:{payload.tenant},max-wait=1.5s,cost=1,global=100/h:10,in-flight=5", sp.String())
 	assert.Equal(t, "a=3/s,burst=3", Spec{Type: "a", Limit: throttle.Limit{Rate: 3, Burst: 3}}.String())
+	for _, in := range []string{
+		"a=40/s,policy=sliding-log", "a=100/m,policy=fixed-window", "a=100/m,policy=sliding-window,slots=6",
+		"a=50/s,policy=leaky-bucket,capacity=100", "a=40/s,policy=sliding-log,key=t:{payload.t},cost=2,global=100/s:10",
+	} {
+		sp, err := Parse(in)
+		require.NoError(t, err, in)
+		again, err := Parse(sp.String())
+		require.NoError(t, err, sp.String())
+		assert.Equal(t, sp, again, "%s round-trips through %s", in, sp.String())
+	}
+	assert.Equal(t, "a=100/m,policy=sliding-window,slots=10", mustParse(t, "a=100/m,policy=sliding-window")[0].String(), "the default slots spelled out")
 }
