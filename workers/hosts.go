@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"sync/atomic"
@@ -34,12 +35,16 @@ type Hosts struct {
 // NewHosts returns a count over the asynq servers in the Redis at r that
 // serve any of queues (none means "default"): one server, a Redis Cluster
 // or Sentinel, whose failover its connection rides out (see
-// queue.FollowFailover). Close releases its connection. Like
-// asynq.NewInspector, it panics if r makes no redis.UniversalClient.
-func NewHosts(r asynq.RedisConnOpt, queues ...string) *Hosts {
+// queue.FollowFailover). Close releases its connection. An r that makes no
+// redis.UniversalClient (nil, or an option type of its own) is an error, as
+// it is for NewPool.
+func NewHosts(r asynq.RedisConnOpt, queues ...string) (*Hosts, error) {
+	if r == nil {
+		return nil, errors.New("workers: NewHosts: Redis is nil")
+	}
 	rdb, ok := r.MakeRedisClient().(redis.UniversalClient)
 	if !ok || rdb == nil {
-		panic(fmt.Sprintf("workers: NewHosts: unsupported asynq.RedisConnOpt %T", r))
+		return nil, fmt.Errorf("workers: NewHosts: unsupported asynq.RedisConnOpt %T", r)
 	}
 	queue.FollowFailover(rdb)
 	h := &Hosts{rdb: rdb, insp: asynq.NewInspectorFromRedisClient(rdb), queues: make(map[string]bool)}
@@ -49,11 +54,11 @@ func NewHosts(r asynq.RedisConnOpt, queues ...string) *Hosts {
 	for _, q := range queues {
 		h.queues[q] = true
 	}
-	return h
+	return h, nil
 }
 
 // HostsFor is NewHosts over the queues of cfg, as a Pool with cfg would serve them.
-func HostsFor(cfg Config) *Hosts {
+func HostsFor(cfg Config) (*Hosts, error) {
 	qs := cfg.Queues
 	if len(qs) == 0 {
 		qs = map[string]int{"default": 1}

@@ -22,7 +22,9 @@ func TestHostsCountsTheFleet(t *testing.T) {
 	var counts []*workers.Hosts
 	for range 2 {
 		cfg := h.config(t)
-		cfg.Hosts = workers.HostsFor(cfg)
+		hosts, err := workers.HostsFor(cfg)
+		require.NoError(t, err)
+		cfg.Hosts = hosts
 		t.Cleanup(func() { cfg.Hosts.Close() })
 		p, err := workers.NewPool(cfg)
 		require.NoError(t, err)
@@ -45,3 +47,16 @@ func TestHostsCountsTheFleet(t *testing.T) {
 	waitFor(t, 15*time.Second, "the remaining pool to count one host", func() bool { return counts[0].Hosts() == 1 })
 	assert.Equal(t, 1, counts[0].Hosts())
 }
+
+// NewHosts returns an error, not a panic, for what NewPool refuses.
+func TestNewHostsRefusesBadRedis(t *testing.T) {
+	_, err := workers.NewHosts(nil)
+	require.Error(t, err)
+	_, err = workers.NewHosts(badConnOpt{})
+	assert.ErrorContains(t, err, "unsupported asynq.RedisConnOpt")
+}
+
+// badConnOpt makes no redis.UniversalClient.
+type badConnOpt struct{}
+
+func (badConnOpt) MakeRedisClient() any { return 42 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 )
 
 // asynqLogger passes asynq's logs to a slog.Logger, tagged component=asynq.
@@ -20,11 +19,11 @@ func (a asynqLogger) Info(args ...any)  { a.log(slog.LevelInfo, args) }
 func (a asynqLogger) Warn(args ...any)  { a.log(slog.LevelWarn, args) }
 func (a asynqLogger) Error(args ...any) { a.log(slog.LevelError, args) }
 
-// Fatal logs at Error level and exits with status 1, as asynq.Logger requires.
-// asynq v0.26 never calls it.
+// Fatal logs at Error level and returns. asynq.Logger asks it to exit the
+// process, but a library must not end its user's program (that skips the
+// pool's shutdown and the caller's own); asynq v0.26 never calls it.
 func (a asynqLogger) Fatal(args ...any) {
 	a.log(slog.LevelError, args)
-	os.Exit(1)
 }
 
 func (a asynqLogger) log(level slog.Level, args []any) {

@@ -91,7 +91,10 @@ func serve(ctx context.Context, c config, rc redisConfig, limits []limit, handle
 	defer store.Close()
 	var hosts *workers.Hosts // --hosts auto: learned from asynq's heartbeats
 	if c.failure == throttle.FailLocal && c.hostsAuto {
-		hosts = workers.NewHosts(rc.queue.Asynq(), queueNames(c.queues)...)
+		var err error
+		if hosts, err = workers.NewHosts(rc.queue.Asynq(), queueNames(c.queues)...); err != nil {
+			return cli.Report(stderr, prog, err)
+		}
 		defer hosts.Close()
 	}
 	lim := throttle.NewLimiter(store, limiterOptions(c, rc, log, m, hosts)...)
