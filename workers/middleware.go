@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sluicehq/sluice/backoff"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -352,14 +353,24 @@ func (p *Pool) result(ctx context.Context, j *job, err error) error {
 // together each get their own later turn, so they come back one at a time.
 // None of this is a failure or spends a retry.
 func (p *Pool) upstream(ctx context.Context, j *job, up *UpstreamError) error {
-	d := up.RetryAfter
-	if d <= 0 {
+	// The rule httplimit.Transport applies too (backoff.Upstream), with the
+	// pool's jittered backoff for a refusal without Retry-After.
+	d, cool, _ := backoff.Upstream(up.StatusCode, up.RetryAfter, up.RetryAfter > 0, j.meta.Requeues)
+	if up.RetryAfter <= 0 {
 		d = backoffDelay(j.meta.Requeues)
+	}
+	trace.SpanFromContext(ctx).AddEvent("upstream refused", trace.WithAttributes(
+		attribute.Int("http.response.status_code", up.StatusCode), attribute.Float64("sluice.cooldown_s", d.Seconds())))
+	if !cool {
+		j.log.Info("workers: upstream unavailable (503 without Retry-After); the job comes back later, the bucket goes on",
+			"status", up.StatusCode, "after", d, "reason", up.Reason)
+		if d > p.remaining(j) {
+			return p.archive(ctx, j, p.pastHorizon(j, d))
+		}
+		return p.comeBack(ctx, j, d, time.Time{}, reasonUpstream)
 	}
 	j.log.Info("workers: upstream refused the job; cooling its bucket down",
 		"status", up.StatusCode, "cooldown", d, "reason", up.Reason)
-	trace.SpanFromContext(ctx).AddEvent("upstream refused", trace.WithAttributes(
-		attribute.Int("http.response.status_code", up.StatusCode), attribute.Float64("sluice.cooldown_s", d.Seconds())))
 	if j.rt.pol == nil {
 		if d > p.remaining(j) {
 			return p.archive(ctx, j, p.pastHorizon(j, d))

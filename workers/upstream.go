@@ -10,9 +10,12 @@ import (
 
 // UpstreamError reports that a third-party API refused a job's request because
 // of its own rate limit (429 Too Many Requests) or overload (503 Service
-// Unavailable). A handler returns it; the pool's middleware then puts the job's
-// bucket into cooldown for RetryAfter, so every host's workers pause, and sends
-// the job back to its queue for after the cooldown. It is not a failure.
+// Unavailable). A handler returns it; the pool's middleware then applies
+// backoff.Upstream's rule: a 429, or a 503 with a Retry-After, puts the job's
+// bucket into cooldown (for RetryAfter, or the pool's backoff when the 429 gave
+// none), so every host's workers pause, and sends the job back to its queue for
+// after the cooldown; a 503 without Retry-After is an outage, not a limit: the
+// job comes back after the backoff and the bucket goes on. It is not a failure.
 type UpstreamError struct {
 	StatusCode int
 	// RetryAfter is what the upstream asked for; 0 when it did not say (or said

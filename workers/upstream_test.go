@@ -188,3 +188,36 @@ func TestPoolLateTicketTakesANewTurn(t *testing.T) {
 	}
 	assert.Equal(t, int64(0), p.Stats().Archived)
 }
+
+// A 503 without Retry-After is an outage, not a limit: the refused job comes
+// back after the backoff, spending no retry, and the bucket is not paused for
+// anyone else.
+func TestPoolUpstreamOutageDoesNotPause(t *testing.T) {
+	h := newHarness(t)
+	limit := throttle.Limit{Rate: 10, Period: time.Second, Burst: 1}
+	calls := make(chan int, 4)
+	p, err := workers.NewPool(h.config(t))
+	require.NoError(t, err)
+	p.HandleFunc("call", func(ctx context.Context, task *asynq.Task) error {
+		m, _ := queue.MetaOf(task)
+		calls <- m.Requeues
+		if m.Requeues == 0 {
+			return &workers.UpstreamError{StatusCode: 503}
+		}
+		return nil
+	}, &workers.Policy{Name: "api", Limit: limit})
+	start(t, p)
+
+	h.enqueue(t, queue.Task{Type: "call"}, asynq.MaxRetry(0))
+	assert.Equal(t, 0, recv(t, calls, 10*time.Second, "the refused call"))
+	waitFor(t, 5*time.Second, "the job sent back", func() bool { return p.Stats().Requeued == 1 })
+	left, err := h.lim.CooldownLeft(context.Background(), "api")
+	require.NoError(t, err)
+	assert.Zero(t, left, "an outage pauses no one")
+	assert.Equal(t, int64(0), p.Stats().Cooldowns)
+
+	assert.Equal(t, 1, recv(t, calls, 15*time.Second, "the come-back"))
+	waitFor(t, 5*time.Second, "the job done", func() bool { return p.Stats().Processed == 1 })
+	assert.Equal(t, int64(0), p.Stats().Failed)
+	assert.Equal(t, 0, h.queueInfo(t).Archived)
+}

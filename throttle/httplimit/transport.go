@@ -14,11 +14,14 @@ import (
 // Transport is an http.RoundTripper for calling a rate-limited API. Before
 // each request it takes a token from the request's bucket under Limit,
 // waiting for it as Limiter.Acquire does, bounded by the request's context;
-// then it sends the request through Base. When the response is 429 Too Many
-// Requests, or 503 Service Unavailable with a Retry-After, it puts the bucket
-// in cooldown for the Retry-After (Limiter.Cooldown): every process that
-// shares the bucket through the Limiter's store, not only this one, sends
-// nothing on it until the cooldown ends, and then resumes at Limit's pace.
+// then it sends the request through Base. A 429 Too Many Requests or 503
+// Service Unavailable is handled by the rule the job pool uses too
+// (backoff.Upstream): a Retry-After given, or a 429 without one (for the
+// rule's backoff), puts the bucket in cooldown (Limiter.Cooldown), so that
+// every process that shares the bucket through the Limiter's store, not only
+// this one, sends nothing on it until the cooldown ends, and then resumes at
+// Limit's pace; a 503 without Retry-After is an outage, not a limit, and
+// pauses no one.
 //
 // The response is returned to the caller as it came, 429 included: whether to
 // retry is the caller's choice, and a retry through the Transport waits out
@@ -33,26 +36,27 @@ type Transport struct {
 	// Limiter keeps the buckets; required. Share its store (Redis) across
 	// processes to share the limit and the cooldowns.
 	Limiter *throttle.Limiter
-	// Limit is the pace of each bucket; required.
-	Limit throttle.Limit
+	// Limit is the policy of each bucket, any throttle.Policy; required.
+	Limit throttle.Policy
 	// Key names a request's bucket, as a bucket name for the Limiter; nil
 	// means the request's host, req.URL.Host ("api.example.com:8443"). Use
 	// the same name a worker pool uses for that API to share its bucket.
 	Key func(*http.Request) string
 
-	// DefaultCooldown is the cooldown after a 429 whose Retry-After is
-	// missing or malformed; 0 means 1 s, and a negative value means no
-	// cooldown for such a response. A 503 without a valid Retry-After is an
-	// outage, not a limit, and never cools the bucket down. A Retry-After of
-	// 0, or a date that has passed, means no cooldown.
-	DefaultCooldown time.Duration
+	// Backoff is the rule's backoff for a refusal without a valid
+	// Retry-After, by attempt (backoff.UpstreamRule); the zero value means
+	// backoff.UpstreamBackoff: 1 s, then 2 s, 4 s, ... for the Transport's
+	// own retries of one request. A Retry-After of 0, or a date that has
+	// passed, means no cooldown.
+	Backoff backoff.Exponential
 	// MaxCooldown caps every cooldown, so that an upstream asking for a day
 	// (backoff.MaxRetryAfter is the most it can ask) does not stall every
 	// process for a day; 0 means no cap but that.
 	MaxCooldown time.Duration
 
 	// Retries is how many times the Transport itself resends a request that
-	// was answered 429 or 503 with a cooldown, each time after the cooldown;
+	// was answered 429 or 503, each time after the cooldown (or, after a 503
+	// without Retry-After, the backoff);
 	// 0, the default, means never. Only requests whose body can be sent again
 	// are retried (no body, or GetBody set, as http.NewRequest does for
 	// in-memory bodies), and only when the request's context leaves time for
@@ -68,8 +72,6 @@ type Transport struct {
 }
 
 const (
-	// defaultCooldown is the cooldown after a 429 without a usable Retry-After.
-	defaultCooldown = time.Second
 	// cooldownTimeout bounds the store calls that set and check cooldowns;
 	// they run on a context of their own, as the request's may be ending.
 	cooldownTimeout = time.Second
@@ -109,11 +111,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		d, ok := t.cooldownFor(resp)
-		if !ok {
+		d, cool, refused := t.refusal(resp, attempt)
+		if !refused {
 			return resp, nil
 		}
-		t.cooldown(ctx, key, d)
+		if cool {
+			t.cooldown(ctx, key, d)
+		}
 		if attempt >= t.Retries {
 			return resp, nil
 		}
@@ -122,6 +126,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		drain(resp.Body)
+		if !cool && !sleep(ctx, d) { // a cooldown is waited out in acquire
+			return resp, nil
+		}
 		req = next
 	}
 }
@@ -197,29 +204,28 @@ func (t *Transport) acquire(ctx context.Context, key string) error {
 	}
 }
 
-// cooldownFor reports whether resp asks for a cooldown, and how long.
-func (t *Transport) cooldownFor(resp *http.Response) (time.Duration, bool) {
-	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
-		return 0, false
-	}
-	d, present, err := backoff.RetryAfterFromHeader(resp.Header, time.Now())
-	if !present || err != nil {
-		if resp.StatusCode != http.StatusTooManyRequests {
-			return 0, false
-		}
-		switch {
-		case t.DefaultCooldown < 0:
-			return 0, false
-		case t.DefaultCooldown == 0:
-			d = defaultCooldown
-		default:
-			d = t.DefaultCooldown
-		}
-	}
+// refusal applies backoff.Upstream's rule to resp, the answer to attempt
+// (0 the first): whether it is a refusal, and if so how long to wait and
+// whether the bucket cools down for it. MaxCooldown caps the wait.
+func (t *Transport) refusal(resp *http.Response, attempt int) (d time.Duration, cool, refused bool) {
+	ra, said, err := backoff.RetryAfterFromHeader(resp.Header, time.Now())
+	d, cool, refused = backoff.UpstreamRule{Backoff: t.Backoff}.Refusal(resp.StatusCode, ra, said && err == nil, attempt)
 	if t.MaxCooldown > 0 {
 		d = min(d, t.MaxCooldown)
 	}
-	return d, d > 0
+	return d, cool && d > 0, refused
+}
+
+// sleep waits d, or until ctx ends (false).
+func sleep(ctx context.Context, d time.Duration) bool {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // cooldown puts the bucket key in cooldown for d, on a context of its own:

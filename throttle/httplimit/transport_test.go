@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/backoff"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -163,8 +164,7 @@ func TestTransportCooldownFor(t *testing.T) {
 		{"429 with a date", Transport{}, reply{429, inAnHour}, time.Hour},
 		{"429 without Retry-After: 1 s", Transport{}, reply{429, ""}, time.Second},
 		{"429 with garbage: 1 s", Transport{}, reply{429, "soon"}, time.Second},
-		{"429 without, DefaultCooldown", Transport{DefaultCooldown: 300 * time.Millisecond}, reply{429, ""}, 300 * time.Millisecond},
-		{"429 without, no default", Transport{DefaultCooldown: -1}, reply{429, ""}, 0},
+		{"429 without, own Backoff", Transport{Backoff: backoff.Exponential{Base: 300 * time.Millisecond}}, reply{429, ""}, 300 * time.Millisecond},
 		{"429 Retry-After 0", Transport{}, reply{429, "0"}, 0},
 		{"MaxCooldown caps", Transport{MaxCooldown: 300 * time.Millisecond}, reply{429, "3600"}, 300 * time.Millisecond},
 		{"503 with Retry-After", Transport{}, reply{503, "2"}, 2 * time.Second},
@@ -205,7 +205,7 @@ func TestTransportRetries(t *testing.T) {
 	up := newUpstream(t, reply{429, ""}, reply{200, ""})
 	tr := &Transport{
 		Base: up.Client().Transport, Limiter: throttle.NewLimiter(throttle.NewMemoryStore()), Limit: fastLimit,
-		DefaultCooldown: 300 * time.Millisecond, Retries: 2,
+		Backoff: backoff.Exponential{Base: 300 * time.Millisecond}, Retries: 2,
 	}
 	resp, err := client(tr).Post(up.URL, "text/plain", strings.NewReader("payload")) // GetBody set
 	require.NoError(t, err)
@@ -217,11 +217,27 @@ func TestTransportRetries(t *testing.T) {
 	assert.Equal(t, []string{"payload", "payload"}, up.received())
 }
 
+func TestTransportRetriesAnOutageWithoutPausingOthers(t *testing.T) {
+	up := newUpstream(t, reply{503, ""}, reply{200, ""})
+	tr := &Transport{
+		Base: up.Client().Transport, Limiter: throttle.NewLimiter(throttle.NewMemoryStore()), Limit: fastLimit,
+		Backoff: backoff.Exponential{Base: 300 * time.Millisecond}, Retries: 2,
+	}
+	var cooled []time.Duration
+	tr.OnCooldown = func(_ string, d time.Duration, _ error) { cooled = append(cooled, d) }
+	resp := send(t, client(tr), up.URL)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	times := up.times()
+	require.Len(t, times, 2)
+	assert.GreaterOrEqual(t, times[1].Sub(times[0]), 250*time.Millisecond, "the retry waits the backoff")
+	assert.Empty(t, cooled, "a 503 without Retry-After pauses no one")
+}
+
 func TestTransportRetriesOnlyReplayable(t *testing.T) {
 	up := newUpstream(t, reply{429, ""}, reply{200, ""})
 	tr := &Transport{
 		Base: up.Client().Transport, Limiter: throttle.NewLimiter(throttle.NewMemoryStore()), Limit: fastLimit,
-		DefaultCooldown: 300 * time.Millisecond, Retries: 2,
+		Backoff: backoff.Exponential{Base: 300 * time.Millisecond}, Retries: 2,
 	}
 	req, err := http.NewRequest(http.MethodPost, up.URL, io.NopCloser(strings.NewReader("once"))) // no GetBody
 	require.NoError(t, err)
