@@ -31,11 +31,14 @@ var progressEvery = time.Second
 
 // run is the whole command, minus signal handling: ctx ends when the user
 // interrupts. It returns the exit code.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, err := parseFlags(args)
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c, err := parseFlags(args, stdin)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		printUsage(stdout)
+		return cli.ExitOK
+	case errors.Is(err, cli.ErrVersion):
+		fmt.Fprintln(stdout, cli.Version(prog))
 		return cli.ExitOK
 	case err != nil:
 		cli.Report(stderr, prog, err)
@@ -68,49 +71,68 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	start := time.Now()
 	var progress func(done int)
 	if !c.quiet {
-		progress = func(done int) { printProgress(stderr, done, c.count, time.Since(start)) }
+		progress = func(done int) { printProgress(stderr, done, c.total(), time.Since(start)) }
 	}
-	done, err := enqueue(ctx, qc, c, progress)
+	n, err := enqueue(ctx, qc, c, progress)
 	elapsed := time.Since(start)
 
 	if !c.quiet || err != nil {
-		printSummary(stdout, c, done, elapsed)
+		printSummary(stdout, c, n, elapsed)
 	}
 	switch {
 	case err != nil:
-		return cli.Report(stderr, prog, fmt.Errorf("stopped after %d of %d tasks: %w", done, c.count, err))
-	case done < c.count:
-		fmt.Fprintf(stderr, "%s: interrupted after %d of %d tasks\n", prog, done, c.count)
+		return cli.Report(stderr, prog, fmt.Errorf("stopped after %d of %d tasks: %w", n.done(), c.total(), err))
+	case n.done() < c.total():
+		fmt.Fprintf(stderr, "%s: interrupted after %d of %d tasks\n", prog, n.done(), c.total())
 		return cli.ExitInterrupted
 	}
 	return cli.ExitOK
 }
 
-// enqueue sends c.count copies of c.task with a few goroutines, which it
-// waits for. It stops taking new tasks when ctx ends, lets the calls in
-// flight finish, and returns how many tasks are on the queue. It stops at the
-// first failed call and returns its error. progress, if not nil, is called
-// every progressEvery while it runs.
-func enqueue(ctx context.Context, qc *queue.Client, c config, progress func(done int)) (int, error) {
+// counts is what a run did: tasks put on the queue, and tasks asynq refused
+// as duplicates under --unique.
+type counts struct {
+	enqueued, duplicates int
+}
+
+// done is how many tasks the run is through with.
+func (n counts) done() int { return n.enqueued + n.duplicates }
+
+// enqueue sends c.count copies of each of c.tasks, in order, with a few
+// goroutines, which it waits for. It stops taking new tasks when ctx ends,
+// lets the calls in flight finish, and returns how many tasks are on the
+// queue, and how many asynq refused as duplicates (--unique). It stops at
+// the first failed call and returns its error. progress, if not nil, is
+// called every progressEvery while it runs.
+func enqueue(ctx context.Context, qc *queue.Client, c config, progress func(done int)) (counts, error) {
 	var (
-		claimed, done atomic.Int64
-		wg            sync.WaitGroup
-		firstErr      error
-		errOnce       sync.Once
+		claimed, done, dups atomic.Int64
+		wg                  sync.WaitGroup
+		firstErr            error
+		errOnce             sync.Once
 	)
+	total := int64(c.total())
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	// Calls in flight finish even when ctx ends, so that the count is exact.
 	callBase := context.WithoutCancel(ctx)
 
-	for range min(senders, c.count) {
+	for range min(senders, total) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for runCtx.Err() == nil && claimed.Add(1) <= int64(c.count) {
+			for runCtx.Err() == nil {
+				k := claimed.Add(1) - 1
+				if k >= total {
+					return
+				}
 				callCtx, cancel := context.WithTimeout(callBase, callTimeout)
-				_, err := qc.Enqueue(callCtx, c.task, c.opts...)
+				_, err := qc.Enqueue(callCtx, c.tasks[k/int64(c.count)], c.opts...)
 				cancel()
+				if c.unique && errors.Is(err, asynq.ErrDuplicateTask) {
+					dups.Add(1)
+					continue
+				}
 				if err != nil {
 					errOnce.Do(func() { firstErr = err })
 					stop()
@@ -134,7 +156,7 @@ func enqueue(ctx context.Context, qc *queue.Client, c config, progress func(done
 				case <-finished:
 					return
 				case <-tick.C:
-					progress(int(done.Load()))
+					progress(int(done.Load() + dups.Load()))
 				}
 			}
 		}()
@@ -142,7 +164,7 @@ func enqueue(ctx context.Context, qc *queue.Client, c config, progress func(done
 	wg.Wait()
 	close(finished)
 	reporter.Wait()
-	return int(done.Load()), firstErr
+	return counts{enqueued: int(done.Load()), duplicates: int(dups.Load())}, firstErr
 }
 
 // printProgress writes a line such as "enqueued 12000/50000 (24%) 8100/s".
@@ -152,14 +174,17 @@ func printProgress(w io.Writer, done, count int, elapsed time.Duration) {
 
 // printSummary writes a line such as
 // "enqueued 500 tasks of type email:send to queue default in 0.12s (4100/s)".
-func printSummary(w io.Writer, c config, done int, elapsed time.Duration) {
+func printSummary(w io.Writer, c config, n counts, elapsed time.Duration) {
 	noun := "tasks"
-	if done == 1 {
+	if n.enqueued == 1 {
 		noun = "task"
 	}
-	fmt.Fprintf(w, "enqueued %d %s of type %s to queue %s in %.2fs (%.0f/s)", done, noun, c.task.Type, c.queue, elapsed.Seconds(), rate(done, elapsed))
+	fmt.Fprintf(w, "enqueued %d %s of %s to queue %s in %.2fs (%.0f/s)", n.enqueued, noun, c, c.queue, elapsed.Seconds(), rate(n.done(), elapsed))
 	if c.in > 0 {
 		fmt.Fprintf(w, ", to run in %v", c.in)
+	}
+	if c.unique {
+		fmt.Fprintf(w, "; %d duplicates skipped (--unique)", n.duplicates)
 	}
 	fmt.Fprintln(w)
 }

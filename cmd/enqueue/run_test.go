@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -25,8 +27,13 @@ type result struct {
 }
 
 func runArgs(ctx context.Context, args ...string) result {
+	return runIn(ctx, "", args...)
+}
+
+// runIn runs the command with stdin as its standard input.
+func runIn(ctx context.Context, stdin string, args ...string) result {
 	var stdout, stderr bytes.Buffer
-	code := run(ctx, args, &stdout, &stderr)
+	code := run(ctx, args, strings.NewReader(stdin), &stdout, &stderr)
 	return result{code, stdout.String(), stderr.String()}
 }
 
@@ -46,7 +53,7 @@ func TestHelp(t *testing.T) {
 		assert.Equal(t, usage, r.stdout, arg)
 		assert.Empty(t, r.stderr, arg)
 	}
-	assert.Contains(t, usage, "Example:\n  enqueue --redis redis://")
+	assert.Contains(t, usage, "Examples:\n  enqueue --redis redis://")
 }
 
 // Bad usage and input are reported before any Redis call: the Redis given
@@ -66,7 +73,17 @@ func TestBadInput(t *testing.T) {
 		{with("extra"), `unexpected argument "extra" (every option is a --flag)`},
 		{[]string{"--redis", dead, "--payload", "{}"}, "--type is required, e.g. --type email:send"},
 		{[]string{"--redis", dead, "--type", " ", "--payload", "{}"}, "--type is required, e.g. --type email:send"},
-		{[]string{"--redis", dead, "--type", "a"}, "--payload is required: a JSON document, e.g. --payload '{}'"},
+		{[]string{"--redis", dead, "--type", "a"}, "--payload is required: a JSON document, e.g. --payload '{}' (or --payloads FILE)"},
+		{with("--payloads", "-"), "--payload and --payloads both given: one payload, or a file of them"},
+		{[]string{"--redis", dead, "--type", "a", "--payloads", ""}, `--payloads is empty: want a file of JSON lines, or "-" for stdin`},
+		{[]string{"--redis", dead, "--type", "a", "--payloads", "-"}, "--payloads stdin holds no payload"},
+		{[]string{"--redis", dead, "--type", "a", "--payloads", "/nonexistent/p.ndjson"}, "--payloads /nonexistent/p.ndjson: no such file or directory"},
+		{[]string{"--redis", dead, "--type", "sleep", "--payload", `{"ms": "soon"}`}, `--payload is not a valid sleep: "ms" is "soon", not a number`},
+		{[]string{"--redis", dead, "--type", "sleep", "--payload", `{}`}, `--payload is not a valid sleep: payload has no "ms", as in {"ms": 100}`},
+		{with("--unique", "500ms"), "--unique 500ms must be at least 1s (asynq keeps uniqueness in whole seconds)"},
+		{with("--deadline", "tomorrow"), `--deadline "tomorrow": want an RFC 3339 time, e.g. 2026-12-01T09:00:00Z, or a duration from now, e.g. 2h`},
+		{with("--deadline", "2001-01-01T00:00:00Z"), "--deadline 2001-01-01T00:00:00Z has passed"},
+		{with("--deadline", "-1h"), "--deadline -1h0m0s must be in the future"},
 		{with("--payload", "{to: a}"), "--payload is not valid JSON: invalid character 't' looking for beginning of object key string"},
 		{with("--payload", ""), "--payload is not valid JSON: unexpected end of JSON input"},
 		{with("--payload", `{"a": 1} {}`), "--payload is not valid JSON: invalid character '{' after top-level value"},
@@ -306,4 +323,67 @@ func TestRedisGoesAway(t *testing.T) {
 	m := summary.FindStringSubmatch(r.stdout)
 	require.NotNil(t, m, r.stdout)
 	assert.Contains(t, r.stderr, "enqueue: stopped after "+m[1]+" of 10000000 tasks: queue: enqueue a: ")
+}
+
+func TestVersion(t *testing.T) {
+	r := runArgs(context.Background(), "--version")
+	assert.Equal(t, cli.ExitOK, r.code)
+	assert.True(t, strings.HasPrefix(r.stdout, "enqueue "), r.stdout)
+	assert.Empty(t, r.stderr)
+}
+
+// --payloads reads NDJSON from a file or stdin: each payload --count times,
+// in order, every line checked before anything is sent.
+func TestEnqueuePayloads(t *testing.T) {
+	srv := redistest.Start(t)
+	insp := asynq.NewInspectorFromRedisClient(srv.Client(t))
+	lines := `{"ms": 1, "tenant": "a"}
+
+{"ms": 2, "tenant": "b"}
+{"ms": 3, "tenant": "c"}
+`
+	r := runIn(context.Background(), lines, "--redis", srv.URL(), "--type", "sleep", "--payloads", "-", "--count", "2", "--queue", "s")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "enqueued 6 tasks of type sleep (3 payloads) to queue s")
+	tasks, err := insp.ListPendingTasks("s", asynq.PageSize(100))
+	require.NoError(t, err)
+	seen := make(map[string]int)
+	for _, ti := range tasks {
+		seen[string(ti.Payload)]++
+	}
+	assert.Equal(t, map[string]int{`{"ms": 1, "tenant": "a"}`: 2, `{"ms": 2, "tenant": "b"}`: 2, `{"ms": 3, "tenant": "c"}`: 2}, seen)
+
+	// One bad line: nothing is sent, and the line is named.
+	path := filepath.Join(t.TempDir(), "p.ndjson")
+	require.NoError(t, os.WriteFile(path, []byte(`{"url": "https://a.example/"}`+"\n"+`{"url": "ftp://b.example/"}`+"\n"), 0o600))
+	r = runArgs(context.Background(), "--redis", srv.URL(), "--type", "http:request", "--payloads", path, "--queue", "h")
+	assert.Equal(t, cli.ExitUsage, r.code)
+	assert.Equal(t, "enqueue: --payloads "+path+` line 2: payload is not a valid http:request: url ftp://b.example/: scheme "ftp" is not http or https`,
+		strings.Split(r.stderr, "\n")[0])
+	info, err := insp.GetQueueInfo("h")
+	if err == nil {
+		assert.Zero(t, info.Size, "nothing enqueued")
+	}
+}
+
+// --unique maps to asynq's Unique: copies within the window are counted as
+// duplicates, not errors; --deadline to asynq's Deadline.
+func TestEnqueueUniqueAndDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	due := time.Now().Add(2 * time.Hour).UTC().Truncate(time.Second)
+	r := runArgs(context.Background(), "--redis", srv.URL(), "--type", "report:build", "--payload", `{"day": 1}`,
+		"--count", "5", "--unique", "1m", "--deadline", due.Format(time.RFC3339))
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "enqueued 1 task of type report:build to queue default")
+	assert.Contains(t, r.stdout, "; 4 duplicates skipped (--unique)")
+	tasks, err := asynq.NewInspectorFromRedisClient(srv.Client(t)).ListPendingTasks("default")
+	require.NoError(t, err)
+	require.Len(t, tasks, 1)
+	assert.True(t, tasks[0].Deadline.Equal(due), "deadline %v, want %v", tasks[0].Deadline, due)
+
+	// The same again within the minute: all duplicates, still a success.
+	r = runArgs(context.Background(), "--redis", srv.URL(), "--type", "report:build", "--payload", `{"day": 1}`, "--unique", "1m")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "enqueued 0 tasks of type report:build to queue default")
+	assert.Contains(t, r.stdout, "; 1 duplicates skipped (--unique)")
 }

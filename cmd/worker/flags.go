@@ -60,7 +60,11 @@ Flags:
                                              waiting (default as burst), beyond that refused
                            for the window policies RATE is a whole number; burst, slots and
                            capacity apply to their policy only; global= is a token bucket
-  --limits FILE            JSON limits file, {"limits": [{"type": "...", "rate": "50/s", ...}]},
+  --unlimited TYPE         run TYPE's jobs with no limit, repeatable; a built-in type runs
+                           only with a limit or this (without either, its jobs go back
+                           to their queue for a worker that runs them)
+  --limits FILE            limits file, JSON {"limits": [{"type": "...", "rate": "50/s", ...}]}
+                           or, named .yaml or .yml, YAML of the same schema,
                            with the spec's options as fields ("policy", "burst", "slots",
                            "capacity", "key", "max_wait", "cost", "global", "in_flight");
                            a --limit replaces the file's entry for its type
@@ -85,6 +89,14 @@ Flags:
                            others, and redirects to them, are archived (default: any host)
   --log-format F           text or json (default text)
   --log-level L            debug, info, warn or error (default info)
+  --version                print the version and exit
+
+Environment:
+  Every flag may come from SLUICE_<FLAG>, the flag's name in capitals with '_' for
+  '-': SLUICE_LIMITER_REDIS for --limiter-redis, SLUICE_LIMIT for --limit (several
+  limits separated by ';' or newlines). A flag given wins over its variable, and
+  a limit from --limit or SLUICE_LIMIT over the limits file's entry for its type.
+  REDIS_URL is read when neither --redis nor SLUICE_REDIS is set.
 
 Examples:
   worker --redis redis://127.0.0.1:6379/0 --limit 'http:request=50/s,burst=5'
@@ -108,6 +120,7 @@ type config struct {
 	limiterURL      string // never empty after parseFlags: --redis by default
 	concurrency     int
 	limits          []string // --limit, in order
+	unlimited       []string // --unlimited: built-in types allowed to run without a limit
 	limitsFile      string
 	maxWait         time.Duration
 	queues          map[string]int
@@ -134,6 +147,9 @@ type stringsFlag []string
 func (s *stringsFlag) String() string     { return strings.Join(*s, " ") }
 func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
 
+// Repeatable lets the flag's environment variable hold several values.
+func (s *stringsFlag) Repeatable() {}
+
 // parseFlags reads and checks args, before any I/O but reading the
 // environment. It returns flag.ErrHelp for --help, and errors matching
 // cli.ErrUsage otherwise. The limit specs are kept as written: loadLimits
@@ -144,13 +160,15 @@ func parseFlags(args []string) (config, error) {
 	fs.Usage = func() {}
 	var (
 		c                              config
-		limits                         stringsFlag
+		limits, unlimited              stringsFlag
 		queues, failure, level, format string
+		version                        bool
 	)
 	fs.StringVar(&c.redisURL, "redis", "", "")
 	fs.StringVar(&c.limiterURL, "limiter-redis", "", "")
 	fs.IntVar(&c.concurrency, "concurrency", 10, "")
 	fs.Var(&limits, "limit", "")
+	fs.Var(&unlimited, "unlimited", "")
 	fs.StringVar(&c.limitsFile, "limits", "", "")
 	fs.DurationVar(&c.maxWait, "max-wait", 5*time.Second, "")
 	fs.StringVar(&queues, "queues", "default", "")
@@ -168,15 +186,23 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&httpHosts, "http-hosts", "", "")
 	fs.StringVar(&format, "log-format", "text", "")
 	fs.StringVar(&level, "log-level", "info", "")
+	fs.BoolVar(&version, "version", false, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return config{}, err
 		}
 		return config{}, cli.Usagef("%v", err)
 	}
+	if version {
+		return config{}, cli.ErrVersion
+	}
+	if err := cli.FromEnv(fs, "help", "version"); err != nil {
+		return config{}, err
+	}
 	set := make(map[string]bool)
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	c.limits = limits
+	c.unlimited = unlimited
 
 	positive := func(name string, d time.Duration) error {
 		if d <= 0 {
@@ -191,7 +217,7 @@ func parseFlags(args []string) (config, error) {
 	case c.concurrency < 1:
 		return config{}, cli.Usagef("--concurrency %d must be at least 1", c.concurrency)
 	case set["limits"] && strings.TrimSpace(c.limitsFile) == "":
-		return config{}, cli.Usagef("--limits is empty: want the path of a JSON limits file")
+		return config{}, cli.Usagef("--limits is empty: want the path of a JSON or YAML limits file")
 	case c.statusInterval < 0:
 		return config{}, cli.Usagef("--status-interval %v must not be negative (0 turns the status line off)", c.statusInterval)
 	}

@@ -36,7 +36,7 @@ func TestHelp(t *testing.T) {
 	assert.Contains(t, usage, "Examples:\n  worker --redis redis://")
 	for _, name := range []string{"redis", "limiter-redis", "concurrency", "limit", "limits", "max-wait", "queues",
 		"strict-priority", "horizon", "shutdown-timeout", "status-interval", "metrics-addr", "key-prefix",
-		"failure-policy", "hosts", "http-timeout", "log-format", "log-level"} {
+		"failure-policy", "hosts", "http-timeout", "log-format", "log-level", "unlimited", "version"} {
 		assert.Contains(t, usage, "\n  --"+name+" ", name)
 	}
 }
@@ -194,7 +194,7 @@ func TestBadInput(t *testing.T) {
 		{with("--failure-policy", "local", "--hosts", "many"), `--hosts "many" must be a whole number of at least 1, or auto`},
 		{with("--log-format", "xml"), `--log-format "xml": want text or json`},
 		{with("--log-level", "loud"), `--log-level "loud": want debug, info, warn or error`},
-		{with("--limits", ""), "--limits is empty: want the path of a JSON limits file"},
+		{with("--limits", ""), "--limits is empty: want the path of a JSON or YAML limits file"},
 		{with("--limiter-redis", ""), "--limiter-redis is empty: leave it out to use the queue Redis"},
 
 		{with("--limit", "http:request=50/q"), `limit "http:request=50/q": unknown unit "q" (want s, m or h)`},
@@ -215,6 +215,12 @@ func TestBadInput(t *testing.T) {
 		{[]string{"--redis", "http://worker:hunter2@cache"}, `Redis URL http://worker:xxxxx@cache: scheme "http" is not redis, rediss, redis-cluster or redis-sentinel (want redis://HOST:PORT/DB)`},
 		{with("--limiter-redis", "redis://worker:hunter2@cache/x"), `--limiter-redis: Redis URL redis://worker:xxxxx@cache/x: database "x" is not a number from 0 up (want /DB after the host, e.g. /0)`},
 		{nil, "no Redis: pass --redis or set REDIS_URL"},
+
+		{with(), "no limit for any job type, and no --unlimited: this worker would run nothing."},
+		{with("--limit", "http:requests=5/s"), `limit "http:requests=5/s": this worker has no job type "http:requests" (it runs http:request and sleep)`},
+		{with("--unlimited", "sleeep"), `--unlimited "sleeep": this worker has no job type "sleeep" (it runs http:request and sleep)`},
+		{with("--unlimited", "sleep", "--limit", "sleep=5/s"), `--unlimited "sleep": the type also has a limit; give one or the other`},
+		{with("--version=maybe"), `invalid boolean value "maybe" for -version: parse error`},
 	}
 	for i, tt := range tests {
 		r := runArgs(context.Background(), tt.args...)
@@ -225,4 +231,36 @@ func TestBadInput(t *testing.T) {
 		assert.NotContains(t, r.stderr, "level=", "%d: nothing is logged before the input is checked", i)
 		assert.Empty(t, r.stdout, "%d", i)
 	}
+}
+
+func TestVersion(t *testing.T) {
+	r := runArgs(context.Background(), "--version")
+	assert.Equal(t, cli.ExitOK, r.code)
+	assert.True(t, strings.HasPrefix(r.stdout, "worker "), r.stdout)
+	assert.Contains(t, r.stdout, " go1.")
+	assert.Empty(t, r.stderr)
+}
+
+// Every flag may come from SLUICE_<FLAG>; a flag on the command line wins,
+// and SLUICE_REDIS wins over REDIS_URL.
+func TestFlagsFromEnv(t *testing.T) {
+	t.Setenv("REDIS_URL", "redis://from-redis-url")
+	t.Setenv("SLUICE_REDIS", "redis://from-sluice-redis")
+	t.Setenv("SLUICE_CONCURRENCY", "3")
+	t.Setenv("SLUICE_LIMIT", "http:request=5/s;sleep=1/s")
+	t.Setenv("SLUICE_STRICT_PRIORITY", "true")
+	t.Setenv("SLUICE_MAX_WAIT", "2s")
+	c, err := parseFlags([]string{"--max-wait", "7s"})
+	require.NoError(t, err)
+	assert.Equal(t, "redis://from-sluice-redis", c.redisURL)
+	assert.Equal(t, "redis://from-sluice-redis", c.limiterURL)
+	assert.Equal(t, 3, c.concurrency)
+	assert.Equal(t, []string{"http:request=5/s", "sleep=1/s"}, c.limits)
+	assert.True(t, c.strictPriority)
+	assert.Equal(t, 7*time.Second, c.maxWait, "the flag wins")
+
+	t.Setenv("SLUICE_CONCURRENCY", "many")
+	r := runArgs(context.Background())
+	assert.Equal(t, cli.ExitUsage, r.code)
+	assert.True(t, strings.HasPrefix(r.stderr, `worker: SLUICE_CONCURRENCY="many": parse error`), r.stderr)
 }

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/httpjob"
+	"github.com/sluicehq/sluice/internal/sleepjob"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/workers"
 )
@@ -38,6 +38,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		printUsage(stdout)
 		return cli.ExitOK
+	case errors.Is(err, cli.ErrVersion):
+		fmt.Fprintln(stdout, cli.Version(prog))
+		return cli.ExitOK
 	case err != nil:
 		cli.Report(stderr, prog, err)
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", prog)
@@ -51,9 +54,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return cli.Report(stderr, prog, err)
 	}
-	log := newLogger(stderr, c)
 	handlers := builtinHandlers(c)
-	warn(log, c, limits, handlers)
+	idle, err := runnable(c, limits, handlers)
+	if err != nil {
+		return cli.Report(stderr, prog, err)
+	}
 
 	if errs := rc.ping(ctx); len(errs) > 0 {
 		if ctx.Err() != nil {
@@ -65,6 +70,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return cli.ExitFailure
 	}
+	log := newLogger(stderr, c)
+	for _, t := range idle {
+		handlers[t] = idleHandler(t, log)
+	}
+	warn(log, c, idle)
 	return serve(ctx, c, rc, limits, handlers, log, stderr)
 }
 
@@ -203,8 +213,8 @@ func queueNames(queues map[string]int) []string {
 // builtinHandlers are the job types this binary runs, by task type.
 func builtinHandlers(c config) map[string]asynq.Handler {
 	return map[string]asynq.Handler{
-		httpjob.TaskType: &httpjob.Handler{Client: &http.Client{Timeout: c.httpTimeout}, Hosts: c.httpHosts},
-		sleepType:        asynq.HandlerFunc(sleepJob),
+		httpjob.TaskType:  &httpjob.Handler{Client: &http.Client{Timeout: c.httpTimeout}, Hosts: c.httpHosts},
+		sleepjob.TaskType: asynq.HandlerFunc(sleepjob.Run),
 	}
 }
 
@@ -241,20 +251,12 @@ func index(limits []limit, typ string) int {
 }
 
 // warn logs what is allowed but likely a mistake.
-func warn(log *slog.Logger, c config, limits []limit, handlers map[string]asynq.Handler) {
+func warn(log *slog.Logger, c config, idle []string) {
 	for _, w := range c.warnings {
 		log.Warn(w)
 	}
-	known := make([]string, 0, len(handlers))
-	for t := range handlers {
-		known = append(known, t)
-	}
-	sort.Strings(known)
-	for _, l := range limits {
-		if handlers[l.spec.Type] == nil {
-			log.Warn(fmt.Sprintf("%s: this worker has no handler for type %q, so it never runs its jobs (it runs %s)",
-				l.source, l.spec.Type, strings.Join(known, " and ")))
-		}
+	for _, t := range idle {
+		log.Info(fmt.Sprintf("type %s has no limit and no --unlimited: this worker does not run its jobs, which go back to their queue", t))
 	}
 	if c.failure == throttle.FailOpen {
 		log.Warn("--failure-policy open: while the limiter Redis is down, jobs run with no limit at all")

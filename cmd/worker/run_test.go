@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/httpjob"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/sleepjob"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -30,7 +31,7 @@ func TestUnreachableQueueRedis(t *testing.T) {
 	dead, addr := deadURL(t)
 	limiter := redistest.Shared(t)
 	start := time.Now()
-	r := runArgs(context.Background(), "--redis", dead, "--limiter-redis", limiter.URL())
+	r := runArgs(context.Background(), "--redis", dead, "--limiter-redis", limiter.URL(), "--unlimited", "sleep")
 	assert.Equal(t, cli.ExitFailure, r.code)
 	assert.Equal(t, "worker: cannot reach queue Redis at redis://worker:xxxxx@"+addr+"/0: connection refused\n", r.stderr)
 	assert.Empty(t, r.stdout)
@@ -40,7 +41,7 @@ func TestUnreachableQueueRedis(t *testing.T) {
 func TestUnreachableLimiterRedis(t *testing.T) {
 	dead, addr := deadURL(t)
 	queues := redistest.Shared(t)
-	r := runArgs(context.Background(), "--redis", queues.URL(), "--limiter-redis", dead)
+	r := runArgs(context.Background(), "--redis", queues.URL(), "--limiter-redis", dead, "--unlimited", "sleep")
 	assert.Equal(t, cli.ExitFailure, r.code)
 	assert.Equal(t, "worker: cannot reach limiter Redis at redis://worker:xxxxx@"+addr+"/0: connection refused\n", r.stderr)
 }
@@ -50,13 +51,13 @@ func TestUnreachableLimiterRedis(t *testing.T) {
 func TestUnreachableBoth(t *testing.T) {
 	deadQ, addrQ := deadURL(t)
 	deadL, addrL := deadURL(t)
-	r := runArgs(context.Background(), "--redis", deadQ, "--limiter-redis", deadL)
+	r := runArgs(context.Background(), "--redis", deadQ, "--limiter-redis", deadL, "--unlimited", "sleep")
 	assert.Equal(t, cli.ExitFailure, r.code)
 	assert.Equal(t, "worker: cannot reach queue Redis at redis://worker:xxxxx@"+addrQ+"/0: connection refused\n"+
 		"worker: cannot reach limiter Redis at redis://worker:xxxxx@"+addrL+"/0: connection refused\n", r.stderr)
 
 	t.Setenv("REDIS_URL", deadQ)
-	r = runArgs(context.Background())
+	r = runArgs(context.Background(), "--unlimited", "sleep")
 	assert.Equal(t, cli.ExitFailure, r.code)
 	assert.Equal(t, "worker: cannot reach queue Redis at redis://worker:xxxxx@"+addrQ+"/0: connection refused\n", r.stderr)
 }
@@ -64,7 +65,7 @@ func TestUnreachableBoth(t *testing.T) {
 func TestWrongPassword(t *testing.T) {
 	srv := redistest.Start(t, "--requirepass", "right")
 	url := "redis://:hunter2@" + srv.Addr() + "/0"
-	r := runArgs(context.Background(), "--redis", redistest.Shared(t).URL(), "--limiter-redis", url)
+	r := runArgs(context.Background(), "--redis", redistest.Shared(t).URL(), "--limiter-redis", url, "--unlimited", "sleep")
 	assert.Equal(t, cli.ExitFailure, r.code)
 	assert.True(t, strings.HasPrefix(r.stderr, "worker: cannot use limiter Redis at redis://:xxxxx@"+srv.Addr()+"/0: WRONGPASS"), r.stderr)
 	assert.NotContains(t, r.stderr, "hunter2")
@@ -77,7 +78,7 @@ func TestInterruptedBeforeStart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	time.AfterFunc(200*time.Millisecond, cancel)
-	r := runArgs(ctx, "--redis", srv.URL())
+	r := runArgs(ctx, "--redis", srv.URL(), "--unlimited", "sleep")
 	assert.Equal(t, cli.ExitInterrupted, r.code)
 	assert.Equal(t, "worker: interrupted before starting\n", r.stderr)
 }
@@ -87,11 +88,13 @@ func TestWarnings(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: dropTime}))
 	c, err := parseFlags([]string{"--redis", "redis://q", "--hosts", "3", "--failure-policy", "open"})
 	require.NoError(t, err)
-	limits, err := loadLimits([]string{"http:request=5/s", "email:send=100/m"}, "")
+	limits, err := loadLimits([]string{"http:request=5/s"}, "")
 	require.NoError(t, err)
-	warn(log, c, limits, builtinHandlers(c))
+	idle, err := runnable(c, limits, builtinHandlers(c))
+	require.NoError(t, err)
+	warn(log, c, idle)
 	assert.Equal(t, `level=WARN msg="--hosts 3 is used only with --failure-policy local; ignored"
-level=WARN msg="limit \"email:send=100/m\": this worker has no handler for type \"email:send\", so it never runs its jobs (it runs http:request and sleep)"
+level=INFO msg="type sleep has no limit and no --unlimited: this worker does not run its jobs, which go back to their queue"
 level=WARN msg="--failure-policy open: while the limiter Redis is down, jobs run with no limit at all"
 `, buf.String())
 }
@@ -239,9 +242,12 @@ func TestRunSleep(t *testing.T) {
 	queues := redistest.Start(t)
 	qc := queue.NewClient(asynq.NewClientFromRedisClient(queues.Client(t)))
 	for _, p := range []string{`{"ms": 10, "tenant": "a"}`, `{"ms": 10, "tenant": "b"}`, `{"ms": "soon", "tenant": "c"}`} {
-		_, err := qc.Enqueue(context.Background(), queue.Task{Type: sleepType, Payload: []byte(p)}, asynq.MaxRetry(3))
+		_, err := qc.Enqueue(context.Background(), queue.Task{Type: sleepjob.TaskType, Payload: []byte(p)}, asynq.MaxRetry(3))
 		require.NoError(t, err)
 	}
+	// A type the worker has no limit for is not run, and not lost: it goes back.
+	_, err := qc.Enqueue(context.Background(), queue.Task{Type: "http:request", Payload: []byte(`{"url": "http://127.0.0.1:1/"}`)}, asynq.MaxRetry(0))
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stderr syncBuffer
@@ -249,13 +255,13 @@ func TestRunSleep(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{
 			"--redis", queues.URL(), "--key-prefix", redistest.Prefix(t), "--status-interval", "0",
-			"--limit", "sleep=100/s,key=tenant:{payload.tenant}", "--limit", "email:send=1/s", "--log-format", "json",
+			"--limit", "sleep=100/s,key=tenant:{payload.tenant}", "--log-format", "json",
 		}, io.Discard, &stderr)
 	}()
 	insp := asynq.NewInspectorFromRedisClient(queues.Client(t))
 	require.Eventually(t, func() bool {
 		info, err := insp.GetQueueInfo("default")
-		return err == nil && info.Completed+info.Processed >= 2 && info.Archived == 1
+		return err == nil && info.Completed+info.Processed >= 2 && info.Archived == 1 && info.Scheduled == 1
 	}, 15*time.Second, 20*time.Millisecond, "%s", &stderr)
 	cancel()
 	select {
@@ -265,8 +271,8 @@ func TestRunSleep(t *testing.T) {
 		t.Fatalf("the worker did not stop:\n%s", &stderr)
 	}
 	out := stderr.String()
-	assert.Contains(t, out, `"msg":"limit \"email:send=1/s\": this worker has no handler for type \"email:send\"`)
-	assert.Regexp(t, `"msg":"worker stopped","processed":2,"failed":1,"requeued":0,"cooldowns":0,"archived":0,"waiting":0,"rates":"sleep \d+\.\d/s over all keys, 100/s per key","limiter":"shared"}\n$`, out)
+	assert.Contains(t, out, `"msg":"type http:request has no limit and no --unlimited: this worker does not run its jobs`)
+	assert.Regexp(t, `"msg":"worker stopped","processed":2,"failed":1,"requeued":1,"cooldowns":0,"archived":0,"waiting":0,"rates":"sleep \d+\.\d/s over all keys, 100/s per key","limiter":"shared"}\n$`, out)
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -295,7 +301,7 @@ func TestRunLimiterFallback(t *testing.T) {
 	enqueue := func(n int) {
 		t.Helper()
 		for range n {
-			_, err := qc.Enqueue(context.Background(), queue.Task{Type: sleepType, Payload: []byte(`{"ms": 1}`)})
+			_, err := qc.Enqueue(context.Background(), queue.Task{Type: sleepjob.TaskType, Payload: []byte(`{"ms": 1}`)})
 			require.NoError(t, err)
 		}
 	}

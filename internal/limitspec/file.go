@@ -45,6 +45,9 @@ type fileEntry struct {
 // leaky-bucket). Unknown fields, a file without "limits", text after the
 // object, two entries for one type and files over [MaxFileSize] are errors.
 //
+// A path ending in .yaml or .yml is read as YAML of the same schema (see
+// yamlToJSON); its entries' errors read as a JSON file's would.
+//
 // The Specs come back in file order and pass [Spec.Validate]. An error names
 // the file and, for a bad entry, its index and type, and says where in the
 // file a JSON error is; all but I/O errors match [ErrInvalid].
@@ -72,6 +75,11 @@ func loadFile(path string) ([]Spec, error) {
 	}
 	if len(data) > MaxFileSize {
 		return nil, invalidf("larger than %d bytes", MaxFileSize)
+	}
+	if isYAML(path) {
+		if data, err = yamlToJSON(data); err != nil {
+			return nil, err
+		}
 	}
 	return parseFile(data)
 }

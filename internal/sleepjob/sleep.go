@@ -1,4 +1,7 @@
-package main
+// Package sleepjob is the built-in "sleep" job type, for demos and tests: it
+// waits for its payload's milliseconds and succeeds. The worker runs it; the
+// enqueue command checks its payloads with Parse.
+package sleepjob
 
 import (
 	"bytes"
@@ -12,16 +15,16 @@ import (
 )
 
 const (
-	// sleepType is the demo job type: it waits, and succeeds.
-	sleepType = "sleep"
-	// maxSleepMS bounds a sleep job, in milliseconds: ten minutes.
-	maxSleepMS = 600_000
+	// TaskType is the demo job type: it waits, and succeeds.
+	TaskType = "sleep"
+	// MaxMS bounds a sleep job, in milliseconds: ten minutes.
+	MaxMS = 600_000
 )
 
-// parseSleep reads a sleep payload, a JSON object whose "ms" is a whole
-// number of milliseconds from 0 to maxSleepMS. Other fields are ignored, so
+// Parse reads a sleep payload, a JSON object whose "ms" is a whole
+// number of milliseconds from 0 to MaxMS. Other fields are ignored, so
 // that a key template can read them: {"ms": 50, "tenant": "acme"}.
-func parseSleep(payload []byte) (time.Duration, error) {
+func Parse(payload []byte) (time.Duration, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(payload, &fields); err != nil || fields == nil {
 		return 0, errors.New(`payload is not a JSON object such as {"ms": 100}`)
@@ -36,18 +39,18 @@ func parseSleep(payload []byte) (time.Duration, error) {
 	}
 	n := json.Number(raw) // a number, as json.Unmarshal has checked
 	ms, err := n.Int64()
-	if err != nil || ms < 0 || ms > maxSleepMS {
-		return 0, fmt.Errorf(`"ms" %s is not a whole number from 0 to %d`, n, maxSleepMS)
+	if err != nil || ms < 0 || ms > MaxMS {
+		return 0, fmt.Errorf(`"ms" %s is not a whole number from 0 to %d`, n, MaxMS)
 	}
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
-// sleepJob runs a sleep job: it waits for the payload's "ms", or until ctx
+// Run runs a sleep job: it waits for the payload's "ms", or until ctx
 // ends. A bad payload is archived at once, as retrying cannot mend it.
-func sleepJob(ctx context.Context, t *asynq.Task) error {
-	d, err := parseSleep(t.Payload())
+func Run(ctx context.Context, t *asynq.Task) error {
+	d, err := Parse(t.Payload())
 	if err != nil {
-		return fmt.Errorf("%s: bad payload: %v: %w", sleepType, err, asynq.SkipRetry)
+		return fmt.Errorf("%s: bad payload: %v: %w", TaskType, err, asynq.SkipRetry)
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()

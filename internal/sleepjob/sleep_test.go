@@ -1,4 +1,4 @@
-package main
+package sleepjob
 
 import (
 	"context"
@@ -34,7 +34,7 @@ func TestParseSleep(t *testing.T) {
 		{payload: `{"ms": 1e3}`, err: `"ms" 1e3 is not a whole number from 0 to 600000`},
 	}
 	for i, tt := range tests {
-		got, err := parseSleep([]byte(tt.payload))
+		got, err := Parse([]byte(tt.payload))
 		if tt.err != "" {
 			assert.EqualError(t, err, tt.err, "%d: %s", i, tt.payload)
 			continue
@@ -46,17 +46,17 @@ func TestParseSleep(t *testing.T) {
 
 func TestSleepJob(t *testing.T) {
 	start := time.Now()
-	require.NoError(t, sleepJob(context.Background(), asynq.NewTask(sleepType, []byte(`{"ms": 30}`))))
+	require.NoError(t, Run(context.Background(), asynq.NewTask(TaskType, []byte(`{"ms": 30}`))))
 	assert.GreaterOrEqual(t, time.Since(start), 30*time.Millisecond)
 
-	err := sleepJob(context.Background(), asynq.NewTask(sleepType, []byte(`{"ms": "x"}`)))
+	err := Run(context.Background(), asynq.NewTask(TaskType, []byte(`{"ms": "x"}`)))
 	assert.ErrorIs(t, err, asynq.SkipRetry, "a bad payload is archived at once")
 	assert.EqualError(t, err, `sleep: bad payload: "ms" is "x", not a number: skip retry for the task`)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	start = time.Now()
-	err = sleepJob(ctx, asynq.NewTask(sleepType, []byte(`{"ms": 60000}`)))
+	err = Run(ctx, asynq.NewTask(TaskType, []byte(`{"ms": 60000}`)))
 	assert.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
 	assert.Less(t, time.Since(start), 5*time.Second)
 }
