@@ -42,13 +42,16 @@ type fixedHosts int
 func (h fixedHosts) Hosts() int { return int(h) }
 
 // Mode reports where the Limiter's decisions come from: ModeShared, the store;
-// or ModeFallback, under FailLocal while the store cannot answer, a bucket in
-// this process. A Limiter with any other failure policy is always in ModeShared.
+// while the store cannot answer, ModeFallback under FailLocal (a bucket in
+// this process), ModeClosed under FailClosed (calls fail), ModeOpen under
+// FailOpen (calls are granted without a limit). The store is judged by the
+// calls made to it: the first that fails switches the mode, and the first
+// answered switches it back.
 func (l *Limiter) Mode() string {
 	if l.fb != nil && l.fb.down.Load() {
 		return ModeFallback
 	}
-	return ModeShared
+	return l.hl.mode()
 }
 
 // fallback is the state of FailLocal: the mode, when the store may be asked

@@ -18,6 +18,7 @@ type Limiter struct {
 	cfg   config
 	tel   *telemetry
 	fb    *fallback // FailLocal's mode and local bucket; nil under other policies
+	hl    *health   // the store's health under FailClosed and FailOpen; nil under FailLocal
 	err   error     // configuration error, returned by every call
 }
 
@@ -33,6 +34,8 @@ func NewLimiter(store Store, opts ...Option) *Limiter {
 		l.err = err
 	} else if c.failure == FailLocal {
 		l.fb, l.err = newFallback(c, l.tel)
+	} else {
+		l.hl = newHealth(c)
 	}
 	return l
 }
@@ -285,6 +288,7 @@ func (l *Limiter) storeCall(ctx context.Context, op string, f func() error) (v v
 func (l *Limiter) settle(ctx context.Context, start time.Time, probe bool, op string, err error) verdict {
 	v := judge(ctx, start, err)
 	l.fb.end(probe, v, err)
+	l.hl.record(v, err)
 	if err != nil && v != answered {
 		l.tel.storeError(ctx, op)
 	}

@@ -93,9 +93,12 @@ func WithProbeInterval(d time.Duration) Option {
 	}
 }
 
-// WithModeChange sets f to be called when FailLocal switches the Limiter from
-// ModeShared to ModeFallback (err is the store failure that caused it) or back
-// (err is nil), so that a program can log it; throttle itself does not log.
+// WithModeChange sets f to be called when the Limiter's Mode changes: from
+// ModeShared to the failure policy's mode while the store cannot answer
+// (ModeFallback, ModeClosed or ModeOpen; err is the store failure that caused
+// it) and back to ModeShared when it answers again (err is nil), so that a
+// program can log one line for an outage and one for its end; throttle
+// itself does not log.
 //
 // f runs on the goroutine whose call caused the change, one change at a time
 // and in the order they happen, while the Limiter holds its mode lock: it must

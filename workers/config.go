@@ -82,6 +82,9 @@ type Config struct {
 	Hosts *Hosts
 
 	// Logger receives the pool's logs and asynq's. nil means slog.Default().
+	// A job sent back because the limiter store is down is logged at Debug
+	// only: for one line when the store goes down and one when it is back,
+	// give the Limiter throttle.WithModeChange, as cmd/worker does.
 	Logger *slog.Logger
 	// MeterProvider and TracerProvider receive the pool's metrics and spans.
 	// nil means the global providers.

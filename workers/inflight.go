@@ -78,7 +78,7 @@ func (p *Pool) noSlot(ctx context.Context, j *job, err error) error {
 		}
 		return p.comeBack(ctx, j, d, time.Time{}, reasonInFlight)
 	}
-	j.log.Warn("workers: limiter store unavailable; sending the job back", "err", err)
+	j.log.Debug("workers: limiter store unavailable; sending the job back", "err", err)
 	return p.comeBack(ctx, j, backoffDelay(j.meta.Requeues), time.Time{}, reasonStore)
 }
 

@@ -199,7 +199,7 @@ func (p *Pool) notReserved(ctx context.Context, j *job, err error) error {
 		p.outcome(ctx, j.rt, outFailed)
 		return ctx.Err()
 	}
-	j.log.Warn("workers: limiter store unavailable; sending the job back", "err", err)
+	j.log.Debug("workers: limiter store unavailable; sending the job back", "err", err)
 	return p.comeBack(ctx, j, backoffDelay(j.meta.Requeues), time.Time{}, reasonStore)
 }
 
@@ -335,13 +335,24 @@ func (p *Pool) result(ctx context.Context, j *job, err error) error {
 	span := trace.SpanFromContext(ctx)
 	span.RecordError(err)
 	span.SetStatus(codes.Error, "handler failed")
-	j.log.Warn("workers: handler failed; asynq retries or archives the job by its MaxRetry", "err", err)
 	p.outcome(ctx, j.rt, outFailed)
-	if j.meta.HasMaxRetry && j.retried >= j.meta.MaxRetry && !errors.Is(err, asynq.SkipRetry) {
-		// The job's own budget is spent. asynq holds one retry more (see
-		// queue.Client.Enqueue), kept for a worker that dies; not for this.
-		return fmt.Errorf("%w (its %d retries are spent): %w", err, j.meta.MaxRetry, asynq.SkipRetry)
+	spent := j.meta.HasMaxRetry && j.retried >= j.meta.MaxRetry
+	if max, ok := asynq.GetMaxRetry(ctx); ok && !j.meta.HasMaxRetry {
+		spent = j.retried >= max
 	}
+	if spent || errors.Is(err, asynq.SkipRetry) {
+		// asynq archives the job: count it, so that the pool's Archived is
+		// every job archived in its hands (the metric keeps it a failure).
+		j.log.Warn("workers: handler failed for the last time; asynq archives the job", "err", err)
+		p.stats.archived.Add(1)
+		if spent && !errors.Is(err, asynq.SkipRetry) {
+			// The job's own budget is spent. asynq holds one retry more (see
+			// queue.Client.Enqueue), kept for a worker that dies; not for this.
+			return fmt.Errorf("%w (its %d retries are spent): %w", err, j.meta.MaxRetry, asynq.SkipRetry)
+		}
+		return err
+	}
+	j.log.Warn("workers: handler failed; asynq retries the job", "err", err, "retried", j.retried)
 	return err
 }
 
@@ -382,7 +393,7 @@ func (p *Pool) upstream(ctx context.Context, j *job, up *UpstreamError) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
 	if _, err := p.cfg.Limiter.Cooldown(sctx, j.key, j.rt.pol.Limit, d); err != nil {
-		j.log.Warn("workers: limiter store unavailable; cannot put the bucket in cooldown", "err", err)
+		j.log.Debug("workers: limiter store unavailable; cannot put the bucket in cooldown", "err", err)
 	} else {
 		p.cooledDown(ctx, j.rt)
 	}
@@ -396,7 +407,7 @@ func (p *Pool) upstream(ctx context.Context, j *job, up *UpstreamError) error {
 	case errors.As(err, &limited):
 		return p.archive(ctx, j, p.pastHorizon(j, limited.RetryAfter))
 	case err != nil:
-		j.log.Warn("workers: limiter store unavailable; sending the job back without a turn", "err", err)
+		j.log.Debug("workers: limiter store unavailable; sending the job back without a turn", "err", err)
 		return p.comeBack(ctx, j, d, time.Time{}, reasonUpstream)
 	}
 	return p.sendBackWith(ctx, j, r, reasonUpstream)

@@ -9,10 +9,10 @@ import (
 // same numbers, by policy, are in the sluice.jobs.* metrics.
 type Stats struct {
 	Processed int64 // jobs whose handler succeeded
-	Failed    int64 // jobs whose handler failed (asynq retries or archives them)
+	Failed    int64 // handler failures (asynq retries the job, or archives it: see Archived)
 	Requeued  int64 // times a job was sent back to its queue to come back later, for any reason
 	Cooldowns int64 // cooldowns put on a bucket after an upstream 429 or 503
-	Archived  int64 // jobs the pool archived itself: past the horizon, or with no bucket key
+	Archived  int64 // jobs archived in the pool's hands: by the pool (past the horizon, no bucket key) or by asynq after a last failure
 	Waiting   int64 // jobs waiting in this process for their turn or an in-flight slot, now
 }
 

@@ -26,6 +26,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -39,36 +40,110 @@ type config struct {
 	tryFor   time.Duration
 }
 
+// parseFlags reads and checks args: flag.ErrHelp for --help, cli.ErrVersion
+// for --version, errors matching cli.ErrUsage otherwise.
+func parseFlags(args []string) (config, error) {
+	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	var (
+		c       config
+		version bool
+	)
+	fs.StringVar(&c.redisURL, "redis", "", "")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "")
+	fs.IntVar(&c.workers, "workers", 64, "")
+	fs.Float64Var(&c.rate, "rate", 200, "")
+	fs.IntVar(&c.burst, "burst", 20, "")
+	fs.IntVar(&c.tryers, "tryers", 32, "")
+	fs.DurationVar(&c.tryFor, "try-duration", 3*time.Second, "")
+	fs.BoolVar(&version, "version", false, "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return config{}, err
+		}
+		return config{}, cli.Usagef("%v", err)
+	}
+	if version {
+		return config{}, cli.ErrVersion
+	}
+	if err := cli.FromEnv(fs, "help", "version"); err != nil {
+		return config{}, err
+	}
+	set := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case fs.NArg() > 0:
+		return config{}, cli.Usagef("unexpected argument %q (every option is a --flag)", fs.Arg(0))
+	case c.duration < time.Second:
+		return config{}, cli.Usagef("--duration %v must be at least 1s", c.duration)
+	case c.workers < 1:
+		return config{}, cli.Usagef("--workers %d must be at least 1", c.workers)
+	case !(c.rate > 0):
+		return config{}, cli.Usagef("--rate %g must be positive", c.rate)
+	case c.burst < 1:
+		return config{}, cli.Usagef("--burst %d must be at least 1", c.burst)
+	case c.tryers < 1:
+		return config{}, cli.Usagef("--tryers %d must be at least 1", c.tryers)
+	case c.tryFor <= 0:
+		return config{}, cli.Usagef("--try-duration %v must be positive", c.tryFor)
+	}
+	if !set["redis"] {
+		c.redisURL = os.Getenv("REDIS_URL")
+	}
+	return c, nil
+}
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
+const prog = "load"
+
+const usage = `Usage: load [flags]
+
+Measures sluice's throttle against a real Redis and prints each figure beside
+a reference measured in the same run (see docs/benchmarks.md): round trips per
+grant, tokens granted against Burst + Rate*T, fairness, lateness, TryAcquire
+throughput against a trivial EVALSHA, the memory store, an idle bucket's size.
+
+Flags:
+  --redis URL            Redis to measure against (default $REDIS_URL; if neither,
+                         a redis-server from PATH is started on a free port)
+  --duration D           how long each Acquire experiment runs, at least 1s (default 10s)
+  --workers N            goroutines contending for one bucket (default 64)
+  --rate R               bucket rate per second (default 200)
+  --burst N              bucket burst (default 20)
+  --tryers N             goroutines in the TryAcquire throughput experiment (default 32)
+  --try-duration D       how long each throughput experiment runs (default 3s)
+  --version              print the version and exit
+
+Environment:
+  Every flag may come from SLUICE_<FLAG> (SLUICE_TRY_DURATION for --try-duration);
+  a flag given wins over its variable.
+
+Example:
+  load --duration 5s --workers 128
+
+Figures go to stdout, progress to stderr. Exit status: 0 measured, 1 runtime
+failure (no Redis), 2 bad usage.
+`
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("load", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var c config
-	fs.StringVar(&c.redisURL, "redis", os.Getenv("REDIS_URL"), "Redis URL (default $REDIS_URL; if empty, a redis-server from PATH is started on a free port)")
-	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long each Acquire experiment runs")
-	fs.IntVar(&c.workers, "workers", 64, "goroutines contending for one bucket")
-	fs.Float64Var(&c.rate, "rate", 200, "bucket rate per second")
-	fs.IntVar(&c.burst, "burst", 20, "bucket burst")
-	fs.IntVar(&c.tryers, "tryers", 32, "goroutines in the TryAcquire throughput experiment")
-	fs.DurationVar(&c.tryFor, "try-duration", 3*time.Second, "how long each throughput experiment runs")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: load [flags]\n\nMeasures sluice's throttle against a real Redis; see the README's figures table.\n\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if c.duration < time.Second || c.workers < 1 || c.rate <= 0 || c.burst < 1 || c.tryers < 1 || c.tryFor <= 0 {
-		fmt.Fprintln(stderr, "load: --duration must be at least 1s; --workers, --rate, --burst, --tryers and --try-duration positive")
-		return 2
+	c, err := parseFlags(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		return cli.ExitOK
+	case errors.Is(err, cli.ErrVersion):
+		fmt.Fprintln(stdout, cli.Version(prog))
+		return cli.ExitOK
+	case err != nil:
+		cli.Report(stderr, prog, err)
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", prog)
+		return cli.ExitCode(err)
 	}
 
 	opt, stopServer, err := redisOptions(c.redisURL, stderr)

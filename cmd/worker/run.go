@@ -177,6 +177,13 @@ func shutdownPool(pool *workers.Pool, c config, log *slog.Logger) error {
 // limiterOptions are the Limiter's options from the flags: key prefix,
 // failure policy (with the fleet's size under local), mode-change logging and
 // the metrics.
+// downMeans says what each mode of a Limiter whose store is down does.
+var downMeans = map[string]string{
+	throttle.ModeClosed:   "jobs go back to their queue until it answers (--failure-policy closed)",
+	throttle.ModeOpen:     "jobs run with no limit until it answers (--failure-policy open)",
+	throttle.ModeFallback: "each process takes its share of every limit until it answers (--failure-policy local)",
+}
+
 func limiterOptions(c config, rc redisConfig, log *slog.Logger, m *metrics, hosts *workers.Hosts) []throttle.Option {
 	redisAttr := slog.String("redis", cli.Redact(rc.limiterURL))
 	opts := []throttle.Option{
@@ -185,10 +192,10 @@ func limiterOptions(c config, rc redisConfig, log *slog.Logger, m *metrics, host
 		throttle.WithMeterProvider(m.meterProvider()),
 		throttle.WithModeChange(func(mode string, err error) {
 			if err != nil {
-				log.Warn(fmt.Sprintf("limiter mode: %s (%v)", mode, err), redisAttr)
+				log.Warn("limiter Redis down: "+downMeans[mode], redisAttr, slog.String("mode", mode), slog.Any("err", err))
 				return
 			}
-			log.Info("limiter mode: "+mode, redisAttr)
+			log.Info("limiter Redis back: jobs take their turns from the shared limits again", redisAttr, slog.String("mode", mode))
 		}),
 	}
 	switch {

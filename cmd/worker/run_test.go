@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -272,7 +273,7 @@ func TestRunSleep(t *testing.T) {
 	}
 	out := stderr.String()
 	assert.Contains(t, out, `"msg":"type http:request has no limit and no --unlimited: this worker does not run its jobs`)
-	assert.Regexp(t, `"msg":"worker stopped","processed":2,"failed":1,"requeued":1,"cooldowns":0,"archived":0,"waiting":0,"rates":"sleep \d+\.\d/s over all keys, 100/s per key","limiter":"shared"}\n$`, out)
+	assert.Regexp(t, `"msg":"worker stopped","processed":2,"failed":1,"requeued":1,"cooldowns":0,"archived":1,"waiting":0,"rates":"sleep \d+\.\d/s over all keys, 100/s per key","limiter":"shared"}\n$`, out)
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -331,13 +332,14 @@ func TestRunLimiterFallback(t *testing.T) {
 	require.Eventually(t, completed(6), 15*time.Second, 20*time.Millisecond, "%s", &stderr)
 	require.Eventually(t, func() bool {
 		out := stderr.String()
-		return strings.Contains(out, `level=WARN msg="limiter mode: fallback (`) && strings.Contains(out, "limiter=fallback")
+		return strings.Contains(out, `level=WARN msg="limiter Redis down: each process takes its share of every limit until it answers (--failure-policy local)"`) &&
+			strings.Contains(out, "limiter=fallback")
 	}, 5*time.Second, 20*time.Millisecond, "%s", &stderr)
 
 	limiter.Restart(t)
 	require.Eventually(t, func() bool {
 		enqueue(1) // a call after the probe interval asks the store again
-		return strings.Contains(stderr.String(), `level=INFO msg="limiter mode: shared"`)
+		return strings.Contains(stderr.String(), `level=INFO msg="limiter Redis back: jobs take their turns from the shared limits again"`)
 	}, 15*time.Second, 500*time.Millisecond, "%s", &stderr)
 
 	cancel()
@@ -351,4 +353,72 @@ func TestRunLimiterFallback(t *testing.T) {
 	require.NotNil(t, m, "%s", &stderr)
 	assert.Equal(t, []string{"0", "0", "0", "0"}, []string{m[2], m[4], m[5], m[6]}, "failed, cooldowns, archived, waiting")
 	assert.Equal(t, throttle.ModeShared, m[8])
+}
+
+// With --failure-policy closed, a limiter Redis that goes away is one WARN
+// line, however many jobs go back meanwhile, and the status line says
+// limiter=closed; its return is one INFO line, and the jobs that went back
+// run then.
+func TestRunLimiterDownClosed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills and restarts a Redis")
+	}
+	queues := redistest.Start(t)
+	limiter := redistest.Start(t)
+	qc := queue.NewClient(asynq.NewClientFromRedisClient(queues.Client(t)))
+	enqueue := func(n int) {
+		t.Helper()
+		for range n {
+			_, err := qc.Enqueue(context.Background(), queue.Task{Type: sleepjob.TaskType, Payload: []byte(`{"ms": 1}`)}, asynq.MaxRetry(0))
+			require.NoError(t, err)
+		}
+	}
+	insp := asynq.NewInspectorFromRedisClient(queues.Client(t))
+	var stderr syncBuffer
+	statusRe := regexp.MustCompile(`msg="worker status" processed=(\d+) `)
+	processed := func() int { // as the latest status line says
+		all := statusRe.FindAllStringSubmatch(stderr.String(), -1)
+		if len(all) == 0 {
+			return 0
+		}
+		n, _ := strconv.Atoi(all[len(all)-1][1])
+		return n
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{
+			"--redis", queues.URL(), "--limiter-redis", limiter.URL(), "--limit", "sleep=100/s,burst=10",
+			"--status-interval", "200ms",
+		}, io.Discard, &stderr)
+	}()
+	enqueue(2)
+	require.Eventually(t, func() bool { return processed() == 2 }, 15*time.Second, 20*time.Millisecond, "%s", &stderr)
+
+	limiter.Kill(t)
+	enqueue(10)
+	const down = `level=WARN msg="limiter Redis down: jobs go back to their queue until it answers (--failure-policy closed)"`
+	require.Eventually(t, func() bool {
+		return strings.Contains(stderr.String(), down) && strings.Contains(stderr.String(), "limiter=closed")
+	}, 10*time.Second, 20*time.Millisecond, "%s", &stderr)
+	time.Sleep(1500 * time.Millisecond) // jobs come back and fail again meanwhile
+	assert.Equal(t, 1, strings.Count(stderr.String(), down), "one line for the outage: %s", &stderr)
+	assert.Equal(t, 2, processed(), "nothing ran without the limiter")
+
+	limiter.Restart(t)
+	require.Eventually(t, func() bool { return processed() == 12 }, 30*time.Second, 100*time.Millisecond, "%s", &stderr)
+	out := stderr.String()
+	assert.Equal(t, 1, strings.Count(out, `msg="limiter Redis back: `), "%s", out)
+	assert.Equal(t, 1, strings.Count(out, down), "%s", out)
+	cancel()
+	select {
+	case code := <-done:
+		assert.Equal(t, cli.ExitOK, code, "%s", &stderr)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the worker did not stop:\n%s", &stderr)
+	}
+	info, err := insp.GetQueueInfo("default")
+	require.NoError(t, err)
+	assert.Zero(t, info.Archived, "none archived")
 }

@@ -248,7 +248,8 @@ wait:
 	}
 
 	fmt.Fprintf(out, "\nsummary (%v)\n", b)
-	fmt.Fprintf(out, "  jobs         %d of %d done (%d handler runs): %s\n", done, jobs, calls, joinCounts(byHost))
+	fmt.Fprintf(out, "  jobs         %d of %d done, %d successful runs in all (a job refused with 429 runs again after the cooldown): %s\n",
+		done, jobs, calls, joinCounts(byHost))
 	fmt.Fprintf(out, "  queue        archived %d, failed %d, pending %d, scheduled %d, retry %d, active %d: %s (jobs had MaxRetry 0)\n",
 		q.Archived, failed, q.Pending, q.Scheduled, q.Retry, q.Active, verdict)
 	fmt.Fprintf(out, "  api          %d answered 200; %d answered 429: %d in the maintenance window (%s), %d for going over %g/s\n",

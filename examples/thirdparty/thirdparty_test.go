@@ -21,7 +21,7 @@ func TestRun(t *testing.T) {
 	require.NoError(t, run(context.Background(), &out, time.Second), out.String())
 	t.Log("\n" + out.String())
 	text := out.String()
-	assert.Contains(t, text, "80 of 80 done (80 handler runs)")
+	assert.Contains(t, text, "80 of 80 done, 80 successful runs in all")
 	assert.Contains(t, text, "nothing lost")
 	assert.Contains(t, text, "0 for going over 10/s")
 

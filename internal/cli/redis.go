@@ -189,7 +189,7 @@ func pingError(ctx context.Context, addr string, timeout time.Duration, err erro
 		if ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled) {
 			return fmt.Errorf("cannot reach Redis at %s: %w", addr, context.Canceled)
 		}
-		return fmt.Errorf("cannot reach Redis at %s: no answer within %v", addr, timeout.Round(time.Millisecond))
+		return fmt.Errorf("cannot reach Redis at %s: no answer within %v", addr, roundTimeout(timeout))
 	case errors.Is(err, context.Canceled):
 		return fmt.Errorf("cannot reach Redis at %s: %w", addr, err)
 	}
@@ -216,4 +216,13 @@ func rootCause(err error) error {
 		}
 		err = next
 	}
+}
+
+// roundTimeout rounds a timeout for a message: to 100 ms from a second up, as
+// a deadline read a moment after it was set is a hair short (2.998s for 3s).
+func roundTimeout(d time.Duration) time.Duration {
+	if d >= time.Second {
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Millisecond)
 }
