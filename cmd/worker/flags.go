@@ -97,6 +97,8 @@ Environment:
   limits separated by ';' or newlines). A flag given wins over its variable, and
   a limit from --limit or SLUICE_LIMIT over the limits file's entry for its type.
   REDIS_URL is read when neither --redis nor SLUICE_REDIS is set.
+  OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_/_METRICS_ENDPOINT) exports spans and
+  metrics over OTLP/HTTP, with the other standard OTEL_* variables; see docs/metrics.md.
 
 Examples:
   worker --redis redis://127.0.0.1:6379/0 --limit 'http:request=50/s,burst=5'

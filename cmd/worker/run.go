@@ -50,6 +50,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return cli.Report(stderr, prog, err)
 	}
+	if err := checkTelemetryEnv(); err != nil {
+		return cli.Report(stderr, prog, err)
+	}
 	rc, err := redisFromConfig(c)
 	if err != nil {
 		return cli.Report(stderr, prog, err)
@@ -81,18 +84,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // serve runs the pool until ctx ends, then shuts it down.
 func serve(ctx context.Context, c config, rc redisConfig, limits []limit, handlers map[string]asynq.Handler,
 	log *slog.Logger, stderr io.Writer) int {
-	var m *metrics
-	if c.metricsAddr != "" {
-		var err error
-		if m, err = listenMetrics(c.metricsAddr, log); err != nil {
-			return cli.Report(stderr, prog, err)
-		}
-		m.serve(log) // /healthz says 503 until the pool runs
+	tel, err := startTelemetry(ctx, c, log)
+	if err != nil {
+		return cli.Report(stderr, prog, err)
 	}
+	if tel.web != nil {
+		tel.web.serve(log) // /healthz says 503 until the pool runs
+	}
+	m := tel.web
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), metricsShutdownTimeout)
 		defer cancel()
-		m.shutdown(sctx)
+		tel.shutdown(sctx)
 	}()
 
 	rdb := rc.limiter.Client()
@@ -107,7 +110,7 @@ func serve(ctx context.Context, c config, rc redisConfig, limits []limit, handle
 		}
 		defer hosts.Close()
 	}
-	lim := throttle.NewLimiter(store, limiterOptions(c, rc, log, m, hosts)...)
+	lim := throttle.NewLimiter(store, limiterOptions(c, rc, log, tel, hosts)...)
 
 	pool, err := workers.NewPool(workers.Config{
 		Redis:           rc.queue.Asynq(),
@@ -120,7 +123,8 @@ func serve(ctx context.Context, c config, rc redisConfig, limits []limit, handle
 		ShutdownTimeout: c.shutdownTimeout,
 		Hosts:           hosts,
 		Logger:          log,
-		MeterProvider:   m.meterProvider(),
+		MeterProvider:   tel.meterProvider(),
+		TracerProvider:  tel.tracerProvider(),
 		// The worker logs its own status line, with rates and the limiter's mode.
 	})
 	if err != nil {
@@ -184,12 +188,12 @@ var downMeans = map[string]string{
 	throttle.ModeFallback: "each process takes its share of every limit until it answers (--failure-policy local)",
 }
 
-func limiterOptions(c config, rc redisConfig, log *slog.Logger, m *metrics, hosts *workers.Hosts) []throttle.Option {
+func limiterOptions(c config, rc redisConfig, log *slog.Logger, tel *telemetry, hosts *workers.Hosts) []throttle.Option {
 	redisAttr := slog.String("redis", cli.Redact(rc.limiterURL))
 	opts := []throttle.Option{
 		throttle.WithKeyPrefix(c.keyPrefix),
 		throttle.WithFailurePolicy(c.failure),
-		throttle.WithMeterProvider(m.meterProvider()),
+		throttle.WithMeterProvider(tel.meterProvider()),
 		throttle.WithModeChange(func(mode string, err error) {
 			if err != nil {
 				log.Warn("limiter Redis down: "+downMeans[mode], redisAttr, slog.String("mode", mode), slog.Any("err", err))

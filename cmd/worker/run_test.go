@@ -3,15 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -189,6 +193,13 @@ func TestRun(t *testing.T) {
 	assert.Contains(t, metrics, "sluice_throttle_acquisitions_total{")
 	assert.Contains(t, metrics, `service_name="sluice-worker"`)
 	assert.Contains(t, metrics, "go_goroutines ")
+	assert.NotContains(t, metrics, "otel_scope_", "no scope labels")
+	docs := readDoc(t, "docs/metrics.md")
+	served := regexp.MustCompile(`(?m)^# TYPE (sluice_\w+) `).FindAllStringSubmatch(metrics, -1)
+	assert.GreaterOrEqual(t, len(served), 4, "sluice's metrics on /metrics")
+	for _, m := range served {
+		assert.Contains(t, docs, "`"+m[1]+"`", "docs/metrics.md lists every metric the worker serves")
+	}
 	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), `msg="worker status" processed=`) },
 		5*time.Second, 10*time.Millisecond, "no status line")
 
@@ -421,4 +432,93 @@ func TestRunLimiterDownClosed(t *testing.T) {
 	info, err := insp.GetQueueInfo("default")
 	require.NoError(t, err)
 	assert.Zero(t, info.Archived, "none archived")
+}
+
+// With OTEL_EXPORTER_OTLP_ENDPOINT set, the worker exports its spans and
+// metrics over OTLP/HTTP: a collector stand-in receives protobuf posts on
+// /v1/traces and /v1/metrics while jobs run.
+func TestRunExportsOTLP(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		posts = map[string]int{}
+	)
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if r.Method == http.MethodPost && r.Header.Get("Content-Type") == "application/x-protobuf" && len(body) > 0 {
+			mu.Lock()
+			posts[r.URL.Path]++
+			mu.Unlock()
+		}
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer collector.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+	t.Setenv("OTEL_METRIC_EXPORT_INTERVAL", "200")
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "200")
+
+	queues := redistest.Start(t)
+	qc := queue.NewClient(asynq.NewClientFromRedisClient(queues.Client(t)))
+	for range 3 {
+		_, err := qc.Enqueue(context.Background(), queue.Task{Type: sleepjob.TaskType, Payload: []byte(`{"ms": 1}`)})
+		require.NoError(t, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--redis", queues.URL(), "--key-prefix", redistest.Prefix(t), "--limit", "sleep=100/s"}, io.Discard, &stderr)
+	}()
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return posts["/v1/traces"] > 0 && posts["/v1/metrics"] > 0
+	}, 15*time.Second, 50*time.Millisecond, "the collector got %v:\n%s", posts, &stderr)
+	cancel()
+	assert.Equal(t, cli.ExitOK, <-done, "%s", &stderr)
+}
+
+func TestBadOTELSettings(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+	r := runArgs(context.Background(), "--redis", "redis://127.0.0.1:1/0", "--unlimited", "sleep")
+	assert.Equal(t, cli.ExitUsage, r.code)
+	assert.Equal(t, "worker: OTEL_EXPORTER_OTLP_PROTOCOL=\"grpc\": this worker speaks OTLP over http/protobuf only\n", r.stderr)
+}
+
+// readDoc reads a file of the repository by its path from the top.
+func readDoc(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", path))
+	require.NoError(t, err)
+	return string(b)
+}
+
+// The Grafana dashboard is JSON and queries only metrics docs/metrics.md lists.
+func TestGrafanaDashboard(t *testing.T) {
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(readDoc(t, "docs/grafana/sluice.json")), &dash))
+	require.NotEmpty(t, dash.Panels)
+	docs := readDoc(t, "docs/metrics.md")
+	suffix := regexp.MustCompile(`_(bucket|sum|count)$`)
+	for _, p := range dash.Panels {
+		require.NotEmpty(t, p.Targets, p.Title)
+		for _, tg := range p.Targets {
+			names := regexp.MustCompile(`sluice_\w+`).FindAllString(tg.Expr, -1)
+			assert.NotEmpty(t, names, "%s: %s", p.Title, tg.Expr)
+			for _, n := range names {
+				n = suffix.ReplaceAllString(n, "")
+				if strings.HasPrefix(n, "sluice_policy") || strings.HasPrefix(n, "sluice_outcome") || strings.HasPrefix(n, "sluice_reason") ||
+					strings.HasPrefix(n, "sluice_op") || strings.HasPrefix(n, "sluice_mode") {
+					continue // a label, not a metric
+				}
+				assert.Contains(t, docs, "`"+n+"`", "%s: %s", p.Title, tg.Expr)
+			}
+		}
+	}
 }

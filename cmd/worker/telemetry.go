@@ -17,8 +17,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 )
@@ -30,11 +28,9 @@ const serviceName = "sluice-worker"
 // request headers.
 const metricsReadHeaderTimeout = 5 * time.Second
 
-// metrics is the OTel SDK's MeterProvider feeding a Prometheus registry, and
-// the HTTP server that serves the registry on /metrics and the worker's
-// health on /healthz.
+// metrics is the HTTP server that serves the Prometheus registry on /metrics
+// and the worker's health on /healthz.
 type metrics struct {
-	mp      *sdkmetric.MeterProvider
 	srv     *http.Server
 	ln      net.Listener
 	healthy atomic.Bool   // /healthz: 200 while the pool runs, 503 before and while stopping
@@ -42,33 +38,23 @@ type metrics struct {
 	served  chan struct{} // closed when Serve has returned
 }
 
-// listenMetrics listens on addr and sets up the MeterProvider and the
-// handlers; serve starts answering. The MeterProvider becomes the global one.
-func listenMetrics(addr string, log *slog.Logger) (*metrics, error) {
+// listenMetrics listens on addr and sets up the handlers; serve starts
+// answering. It returns the reader that feeds the registry from the worker's
+// MeterProvider. Series carry no otel_scope_* labels: one scope per package
+// is noise in every query.
+func listenMetrics(addr string, log *slog.Logger) (*metrics, sdkmetric.Reader, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("cannot serve metrics on --metrics-addr %s: %w", addr, err)
+		return nil, nil, fmt.Errorf("cannot serve metrics on --metrics-addr %s: %w", addr, err)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
 	if err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("prometheus exporter: %w", err)
+		return nil, nil, fmt.Errorf("prometheus exporter: %w", err)
 	}
-	res, err := resource.Merge(resource.Default(),
-		resource.NewSchemaless(attribute.String("service.name", serviceName)))
-	if err != nil {
-		res = resource.Default()
-	}
-	m := &metrics{
-		mp:     sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res)),
-		ln:     ln,
-		served: make(chan struct{}),
-	}
-	otel.SetMeterProvider(m.mp)
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("telemetry", "err", err) }))
-
+	m := &metrics{ln: ln, served: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -79,16 +65,21 @@ func listenMetrics(addr string, log *slog.Logger) (*metrics, error) {
 		ReadHeaderTimeout: metricsReadHeaderTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	return m, nil
+	return m, exp, nil
 }
 
-// meterProvider returns the provider the worker's metrics go to: m's, or a
-// no-op one when metrics are off.
-func (m *metrics) meterProvider() metric.MeterProvider {
-	if m == nil {
-		return noop.NewMeterProvider()
+// resourceOf is the OTel resource of the worker's telemetry: service.name
+// sluice-worker, the SDK's attributes, and OTEL_RESOURCE_ATTRIBUTES /
+// OTEL_SERVICE_NAME, which win.
+func resourceOf() *resource.Resource {
+	res, err := resource.New(context.Background(),
+		resource.WithAttributes(attribute.String("service.name", serviceName)),
+		resource.WithTelemetrySDK(),
+		resource.WithFromEnv())
+	if err != nil { // a malformed OTEL_RESOURCE_ATTRIBUTES: keep what parsed
+		otel.Handle(err)
 	}
-	return m.mp
+	return res
 }
 
 func (m *metrics) health(w http.ResponseWriter, _ *http.Request) {
@@ -122,8 +113,7 @@ func (m *metrics) setHealthy(ok bool) {
 	}
 }
 
-// shutdown stops the server, letting scrapes in progress finish within ctx,
-// and the MeterProvider. It is safe on a nil m; it must not run at the same
+// shutdown stops the server, letting scrapes in progress finish within ctx. It is safe on a nil m; it must not run at the same
 // time as serve.
 func (m *metrics) shutdown(ctx context.Context) {
 	if m == nil {
@@ -137,5 +127,4 @@ func (m *metrics) shutdown(ctx context.Context) {
 	} else {
 		m.ln.Close()
 	}
-	_ = m.mp.Shutdown(ctx)
 }
