@@ -14,9 +14,10 @@ import (
 var bin struct {
 	worker  string
 	enqueue string
+	sluice  string
 }
 
-// TestMain builds cmd/worker and cmd/enqueue once into a temporary directory,
+// TestMain builds cmd/worker, cmd/enqueue and cmd/sluice once into a temporary directory,
 // runs the tests, and removes the directory. Every test starts its own
 // redis-server processes (never the machine's own Redis), so there is no
 // shared server to stop; each test's processes end in its Cleanup, and
@@ -36,9 +37,11 @@ func run(m *testing.M) int {
 
 	bin.worker = filepath.Join(dir, "worker")
 	bin.enqueue = filepath.Join(dir, "enqueue")
+	bin.sluice = filepath.Join(dir, "sluice")
 	for _, b := range []struct{ out, pkg string }{
 		{bin.worker, "github.com/sluicehq/sluice/cmd/worker"},
 		{bin.enqueue, "github.com/sluicehq/sluice/cmd/enqueue"},
+		{bin.sluice, "github.com/sluicehq/sluice/cmd/sluice"},
 	} {
 		if err := build(b.out, b.pkg); err != nil {
 			fmt.Fprintf(os.Stderr, "integration: cannot build %s, so no test ran:\n%v\n", b.pkg, err)

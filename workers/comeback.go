@@ -57,7 +57,7 @@ func (p *Pool) lead(budget time.Duration) time.Duration {
 // copy holding a refunded ticket would run on tokens handed out twice. A lost
 // ticket only wastes its tokens.
 func (p *Pool) sendBackWith(ctx context.Context, j *job, r *throttle.Reservation, why reason) error {
-	delay := r.Delay() - p.lead(j.rt.pol.maxWait)
+	delay := r.Delay() - p.lead(j.pol.maxWait)
 	if why == reasonShutdown {
 		delay = max(delay, shutdownDelay)
 	}

@@ -43,14 +43,14 @@ func (p *Pool) holdSlot(ctx context.Context, j *job) (*throttle.Lease, error) {
 	defer span.End()
 	budget := p.budget(ctx, j)
 	if budget <= 0 {
-		return p.cfg.Limiter.TryHold(tctx, j.sem, j.rt.pol.slots)
+		return p.cfg.Limiter.TryHold(tctx, j.sem, j.pol.slots)
 	}
 	wctx, cancel := context.WithTimeout(tctx, budget)
 	defer cancel()
 	stop := context.AfterFunc(p.stopCtx, cancel)
 	defer stop()
 	done := p.startWaiting(ctx, j.rt)
-	lease, err := p.cfg.Limiter.Hold(wctx, j.sem, j.rt.pol.slots)
+	lease, err := p.cfg.Limiter.Hold(wctx, j.sem, j.pol.slots)
 	done()
 	if err != nil {
 		span.RecordError(err)
@@ -63,7 +63,7 @@ func (p *Pool) noSlot(ctx context.Context, j *job, err error) error {
 	var limited *throttle.LimitedError
 	switch {
 	case errors.Is(err, throttle.ErrInvalid):
-		return p.archive(ctx, j, permanent(fmt.Errorf("workers: policy %q: %w", j.rt.pol.Name, err)))
+		return p.archive(ctx, j, permanent(fmt.Errorf("workers: policy %q: %w", j.pol.Name, err)))
 	case ctx.Err() != nil:
 		p.outcome(ctx, j.rt, outFailed)
 		return ctx.Err()

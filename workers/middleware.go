@@ -21,6 +21,7 @@ import (
 type job struct {
 	task    *asynq.Task
 	rt      *route
+	pol     *policy    // the route's policy when the job began (SetPolicy may change it since); nil: unthrottled
 	meta    queue.Meta // the task's sluice headers; a malformed one is left zero
 	retried int        // asynq's retry count of this run
 	start   time.Time
@@ -58,15 +59,15 @@ func (p *Pool) process(ctx context.Context, task *asynq.Task) error {
 	defer span.End()
 
 	j := p.newJob(ctx, task, rt)
-	if rt.pol == nil {
+	if j.pol == nil {
 		return p.run(ctx, j)
 	}
 	var err error
-	if j.buckets, j.key, err = rt.pol.buckets(task, j.meta); err != nil {
+	if j.buckets, j.key, err = j.pol.buckets(task, j.meta); err != nil {
 		return p.archive(ctx, j, permanent(err))
 	}
-	if rt.pol.InFlight > 0 {
-		if j.sem, err = rt.pol.inFlightKey(j.key); err != nil {
+	if j.pol.InFlight > 0 {
+		if j.sem, err = j.pol.inFlightKey(j.key); err != nil {
 			return p.archive(ctx, j, permanent(err))
 		}
 	}
@@ -82,7 +83,7 @@ func (p *Pool) newJob(ctx context.Context, task *asynq.Task, rt *route) *job {
 	id, _ := asynq.GetTaskID(ctx)
 	qname, _ := asynq.GetQueueName(ctx)
 	retried, _ := asynq.GetRetryCount(ctx)
-	j := &job{task: task, rt: rt, retried: retried, start: time.Now()}
+	j := &job{task: task, rt: rt, pol: rt.pol.Load(), retried: retried, start: time.Now()}
 	j.log = p.log.With("task_id", id, "task_type", task.Type(), "queue", qname, "policy", rt.policyName())
 	var err error
 	if j.meta, err = queue.MetaOf(task); err != nil {
@@ -98,7 +99,7 @@ func (p *Pool) budget(ctx context.Context, j *job) time.Duration {
 	if p.stopping() {
 		return 0
 	}
-	b := j.rt.pol.maxWait
+	b := j.pol.maxWait
 	if dl, ok := ctx.Deadline(); ok {
 		b = min(b, time.Until(dl))
 	}
@@ -194,7 +195,7 @@ func (p *Pool) notReserved(ctx context.Context, j *job, err error) error {
 	case errors.As(err, &limited):
 		return p.archive(ctx, j, p.pastHorizon(j, limited.RetryAfter))
 	case errors.Is(err, throttle.ErrInvalid): // say, a cost header larger than the burst
-		return p.archive(ctx, j, permanent(fmt.Errorf("workers: policy %q: %w", j.rt.pol.Name, err)))
+		return p.archive(ctx, j, permanent(fmt.Errorf("workers: policy %q: %w", j.pol.Name, err)))
 	case ctx.Err() != nil:
 		p.outcome(ctx, j.rt, outFailed)
 		return ctx.Err()
@@ -226,7 +227,7 @@ func (p *Pool) redeem(ctx context.Context, j *job) error {
 		p.waited(ctx, j.rt, 0)
 		return p.runHolding(ctx, j)
 	}
-	lead := p.lead(j.rt.pol.maxWait)
+	lead := p.lead(j.pol.maxWait)
 	if p.stopping() {
 		return p.comeBack(ctx, j, max(wait-lead, shutdownDelay), slot, reasonShutdown)
 	}
@@ -382,7 +383,7 @@ func (p *Pool) upstream(ctx context.Context, j *job, up *UpstreamError) error {
 	}
 	j.log.Info("workers: upstream refused the job; cooling its bucket down",
 		"status", up.StatusCode, "cooldown", d, "reason", up.Reason)
-	if j.rt.pol == nil {
+	if j.pol == nil {
 		if d > p.remaining(j) {
 			return p.archive(ctx, j, p.pastHorizon(j, d))
 		}
@@ -392,7 +393,7 @@ func (p *Pool) upstream(ctx context.Context, j *job, up *UpstreamError) error {
 	// The handler's context may be over; these calls get one of their own.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	if _, err := p.cfg.Limiter.Cooldown(sctx, j.key, j.rt.pol.Limit, d); err != nil {
+	if _, err := p.cfg.Limiter.Cooldown(sctx, j.key, j.pol.Limit, d); err != nil {
 		j.log.Debug("workers: limiter store unavailable; cannot put the bucket in cooldown", "err", err)
 	} else {
 		p.cooledDown(ctx, j.rt)

@@ -70,18 +70,14 @@ const (
 
 // route is what the pool does with one task type.
 type route struct {
-	h   asynq.Handler
-	pol *policy // nil: not throttled
-	tel *routeTelemetry
+	h    asynq.Handler
+	name string                 // the policy's name; "" for an unthrottled route
+	pol  atomic.Pointer[policy] // nil: not throttled; SetPolicy swaps it while jobs run
+	tel  *routeTelemetry
 }
 
 // policyName is the route's policy name, or "" for an unthrottled route.
-func (r *route) policyName() string {
-	if r.pol == nil {
-		return ""
-	}
-	return r.pol.Name
-}
+func (r *route) policyName() string { return r.name }
 
 // NewPool checks cfg and returns a Pool that is ready for Handle. It does no
 // I/O: Start checks that the queues' Redis answers. The Pool opens its own
@@ -167,10 +163,42 @@ func (p *Pool) newRoute(taskType string, h asynq.Handler, pol *Policy) (*route, 
 			return nil, fmt.Errorf("policy %q is already registered with other limits: one name is one set of buckets", pp.Name)
 		}
 		p.names[pp.Name] = pp
-		rt.pol = pp
+		rt.pol.Store(pp)
+		rt.name = pp.Name
 	}
 	rt.tel = newRouteTelemetry(taskType, rt.policyName())
 	return rt, nil
+}
+
+// SetPolicy replaces, while the pool runs, the policy of every task type
+// registered under the policy named name: jobs that begin from then on take
+// their turns under pol, and jobs already waiting keep the policy they began
+// with. pol.Name must be name or empty. It is how runtime limits reach a
+// running pool (cmd/worker applies `sluice set` with it). The policy is
+// checked as Handle checks it; an error leaves the old one in place.
+func (p *Pool) SetPolicy(name string, pol Policy) error {
+	if pol.Name == "" {
+		pol.Name = name
+	}
+	if pol.Name != name {
+		return fmt.Errorf("workers: SetPolicy(%q): the policy is named %q", name, pol.Name)
+	}
+	pp, err := newPolicy(pol, p.cfg.MaxWait)
+	if err != nil {
+		return fmt.Errorf("workers: SetPolicy(%q): %w", name, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.names[name] == nil {
+		return fmt.Errorf("workers: SetPolicy(%q): no task type is registered under a policy of that name", name)
+	}
+	p.names[name] = pp
+	for _, rt := range p.routes {
+		if rt.name == name {
+			rt.pol.Store(pp)
+		}
+	}
+	return nil
 }
 
 func sameLimits(a, b *policy) bool {

@@ -227,3 +227,42 @@ func TestPoolUnthrottledAndFailures(t *testing.T) {
 	assert.Equal(t, int64(1), p.Stats().Processed)
 	assert.Equal(t, int64(1), p.Stats().Archived, "asynq archived it in the pool's hands, and the pool says so")
 }
+
+// SetPolicy changes a running pool's policy: jobs that begin afterwards take
+// their turns under the new limit; a bad policy or an unknown name is refused
+// and leaves the old one.
+func TestPoolSetPolicy(t *testing.T) {
+	h := newHarness(t)
+	p, err := workers.NewPool(h.config(t))
+	require.NoError(t, err)
+	ran := make(chan time.Time, 8)
+	fast := throttle.Limit{Rate: 100, Period: time.Second, Burst: 5}
+	slow := throttle.Limit{Rate: 1, Period: time.Hour, Burst: 1}
+	p.HandleFunc("call", func(ctx context.Context, task *asynq.Task) error {
+		ran <- time.Now()
+		return nil
+	}, &workers.Policy{Name: "api", Limit: fast, MaxWait: 100 * time.Millisecond})
+	start(t, p)
+
+	h.enqueue(t, queue.Task{Type: "call"})
+	h.enqueue(t, queue.Task{Type: "call"})
+	recv(t, ran, 10*time.Second, "a job under the fast limit")
+	recv(t, ran, 10*time.Second, "another job under the fast limit")
+
+	assert.ErrorContains(t, p.SetPolicy("nope", workers.Policy{Limit: slow}), "no task type is registered")
+	assert.Error(t, p.SetPolicy("api", workers.Policy{Limit: throttle.Limit{Rate: -1, Period: time.Second, Burst: 1}}))
+	assert.ErrorContains(t, p.SetPolicy("api", workers.Policy{Name: "other", Limit: slow}), "named")
+
+	// One an hour from now on: of two jobs, one runs and one goes back.
+	require.NoError(t, p.SetPolicy("api", workers.Policy{Limit: slow, MaxWait: 100 * time.Millisecond}))
+	h.enqueue(t, queue.Task{Type: "call"})
+	h.enqueue(t, queue.Task{Type: "call"})
+	recv(t, ran, 10*time.Second, "the hour's one job")
+	waitFor(t, 10*time.Second, "the other sent back for its turn", func() bool { return p.Stats().Requeued == 1 })
+	select {
+	case <-ran:
+		t.Fatal("a second job ran under one an hour")
+	case <-time.After(300 * time.Millisecond):
+	}
+	assert.Equal(t, int64(3), p.Stats().Processed)
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/httpjob"
 	"github.com/sluicehq/sluice/internal/sleepjob"
 	"github.com/sluicehq/sluice/throttle"
@@ -142,6 +143,12 @@ func serve(ctx context.Context, c config, rc redisConfig, limits []limit, handle
 
 	statusCtx, stopStatus := context.WithCancel(context.Background())
 	var status sync.WaitGroup
+	rl := newRuntimeLimits(control.New(rdb, c.keyPrefix), pool, lim, rates, limits, c, log)
+	status.Add(1)
+	go func() {
+		defer status.Done()
+		rl.run(statusCtx)
+	}()
 	if c.statusInterval > 0 {
 		status.Add(1)
 		go func() {

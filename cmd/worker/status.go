@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 // concurrent use; snapshot and total are for one goroutine at a time.
 type rates struct {
 	start    time.Time
+	mu       sync.Mutex    // guards each policy's rate and period, which runtime limits change
 	policies []*policyRate // in the order of the limits
 }
 
@@ -48,11 +50,35 @@ func (r *rates) counted(h asynq.Handler, pol *workers.Policy) asynq.Handler {
 	})
 }
 
+// setLimit changes the limit a policy's rate is shown against, when a
+// runtime limit replaces it.
+func (r *rates) setLimit(name string, pol workers.Policy) {
+	rate, period := rateOf(pol.Limit)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.policies {
+		if p.name == name {
+			p.rate, p.period, p.perKey = rate, period, pol.Key != nil
+		}
+	}
+}
+
+// runs returns the handler runs so far, by policy name.
+func (r *rates) runs() map[string]int64 {
+	out := make(map[string]int64, len(r.policies))
+	for _, p := range r.policies {
+		out[p.name] = p.runs.Load()
+	}
+	return out
+}
+
 // snapshot describes each policy's rate since the previous snapshot (or
 // since start), "http:request 49.8/s of 50/s, email:send 98.0/m of 100/m",
 // in the unit of its limit; a policy with a key per tenant says
 // "export 120.0/s over all keys, 50/s per key".
 func (r *rates) snapshot(now time.Time) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	parts := make([]string, 0, len(r.policies))
 	for _, p := range r.policies {
 		runs := p.runs.Load()
@@ -64,6 +90,8 @@ func (r *rates) snapshot(now time.Time) string {
 
 // total describes each policy's average rate since start.
 func (r *rates) total(now time.Time) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	parts := make([]string, 0, len(r.policies))
 	for _, p := range r.policies {
 		parts = append(parts, p.describe(p.runs.Load(), now.Sub(r.start)))

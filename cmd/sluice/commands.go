@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/cli"
+)
+
+func cmdLimits(ctx context.Context, f *fleet, opts options, _ []string, out io.Writer) error {
+	views, _, err := f.limits(ctx)
+	if err != nil {
+		return err
+	}
+	if opts.json {
+		return writeJSON(out, views)
+	}
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TYPE\tPOLICY\tSPEC\tSOURCE\tTOKENS\tCOOLDOWN\tGRANTS/S (1m)\tWORKERS")
+	for _, v := range views {
+		tokens := "per key"
+		if !v.Keyed && v.Tokens != nil {
+			tokens = fmt.Sprint(*v.Tokens)
+		} else if !v.Keyed {
+			tokens = "-"
+		}
+		source := v.Source
+		if v.SetBy != "" {
+			source += " (" + v.SetBy + ")"
+		}
+		workers := fmt.Sprint(v.Workers)
+		if v.Conflict {
+			workers += " (and others with another spec)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\n", v.Type, v.Policy, v.Spec, source, tokens,
+			seconds(v.Cooldown), v.Grants, workers)
+	}
+	if len(views) == 0 {
+		fmt.Fprintln(tw, "(no limit: no runtime limit is set and no worker reports one)")
+	}
+	return tw.Flush()
+}
+
+func cmdSet(ctx context.Context, f *fleet, _ options, args []string, out io.Writer) error {
+	sp, err := f.ctl.Set(ctx, args[0], who())
+	if err != nil {
+		return cli.Usagef("%w", err)
+	}
+	fmt.Fprintf(out, "set %s (runtime); every worker applies it within a second\n", sp.String())
+	return nil
+}
+
+func cmdUnset(ctx context.Context, f *fleet, _ options, args []string, out io.Writer) error {
+	had, err := f.ctl.Unset(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	if !had {
+		return cli.Usagef("no runtime limit for type %q", args[0])
+	}
+	fmt.Fprintf(out, "unset %s: the workers' own limits apply again\n", args[0])
+	return nil
+}
+
+// bucketState is a bucket as inspect shows it.
+type bucketState struct {
+	Key        string  `json:"key"`
+	Remaining  int     `json:"remaining"`
+	NextFree   float64 `json:"next_free_s"`
+	ResetAfter float64 `json:"reset_after_s"`
+	Cooldown   float64 `json:"cooldown_s"`
+}
+
+func cmdInspect(ctx context.Context, f *fleet, opts options, args []string, out io.Writer) error {
+	pol, err := f.policyOf(ctx, args[0], opts.typ)
+	if err != nil {
+		return err
+	}
+	st, err := f.lim.Peek(ctx, args[0], pol)
+	if err != nil {
+		return err
+	}
+	b := bucketState{Key: args[0], Remaining: st.Remaining, NextFree: st.NextFree.Seconds(),
+		ResetAfter: st.ResetAfter.Seconds(), Cooldown: st.Cooldown.Seconds()}
+	if opts.json {
+		return writeJSON(out, b)
+	}
+	fmt.Fprintf(out, "%s: %d left, next free in %s, full in %s, cooldown %s\n",
+		b.Key, b.Remaining, seconds(b.NextFree), seconds(b.ResetAfter), seconds(b.Cooldown))
+	return nil
+}
+
+func cmdReset(ctx context.Context, f *fleet, opts options, args []string, out io.Writer) error {
+	pol, err := f.policyOf(ctx, args[0], opts.typ)
+	if err != nil {
+		return err
+	}
+	if err := f.lim.Reset(ctx, args[0], pol); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "reset %s: the bucket is full\n", args[0])
+	return nil
+}
+
+func cmdCooldown(ctx context.Context, f *fleet, opts options, args []string, out io.Writer) error {
+	d, err := time.ParseDuration(args[1])
+	if err != nil || d <= 0 {
+		return cli.Usagef("cooldown %s %q: want a positive duration, e.g. 30s", args[0], args[1])
+	}
+	pol, err := f.policyOf(ctx, args[0], opts.typ)
+	if err != nil {
+		return err
+	}
+	if _, err := f.lim.Cooldown(ctx, args[0], pol, d); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "cooldown on %s for %v: no process is granted from it until then\n", args[0], d)
+	return nil
+}
+
+func cmdWorkers(ctx context.Context, f *fleet, opts options, _ []string, out io.Writer) error {
+	hbs, err := f.ctl.Workers(ctx)
+	if err != nil {
+		return err
+	}
+	if opts.json {
+		return writeJSON(out, hbs)
+	}
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tPID\tMODE\tLIMITS\tWAITING\tPROCESSED\tLAST SEEN")
+	for _, h := range hbs {
+		var limits []string
+		for _, l := range h.Limits {
+			limits = append(limits, fmt.Sprintf("%s (%s)", l.Spec, l.Source))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%s ago\n", h.Host, h.PID, h.Mode, strings.Join(limits, "; "),
+			h.Waiting, h.Processed, time.Since(h.Seen).Round(time.Second))
+	}
+	if len(hbs) == 0 {
+		fmt.Fprintln(tw, "(no worker has sent a heartbeat in the last 30s)")
+	}
+	return tw.Flush()
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func seconds(s float64) string {
+	if s <= 0 {
+		return "-"
+	}
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
+}

@@ -1,0 +1,35 @@
+// Command sluice sees and steers a running sluice fleet through the limiter's
+// Redis: the limits the workers apply and where they come from, runtime
+// limits that override the workers' flags and files until unset, a bucket's
+// state, and the worker processes' heartbeats.
+//
+//	sluice limits                       # every limit the fleet uses
+//	sluice set 'http:request=20/s'      # every worker applies it within a second
+//	sluice unset http:request
+//	sluice inspect http:request
+//	sluice cooldown http:request 30s
+//	sluice workers --json
+//
+// Run sluice --help for the commands and flags.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func main() {
+	redis.SetLogger(quietLogger{})
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}

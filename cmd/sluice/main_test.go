@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/control"
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func runArgs(args ...string) result {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), args, &stdout, &stderr)
+	return result{code, stdout.String(), stderr.String()}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	r := runArgs("--help")
+	assert.Equal(t, cli.ExitOK, r.code)
+	assert.Equal(t, usage, r.stdout)
+	for _, c := range []string{"limits", "set", "unset", "inspect", "reset", "cooldown", "workers"} {
+		assert.Contains(t, usage, "\n  "+c+" ", c)
+		assert.Contains(t, commands, c)
+	}
+	r = runArgs("--version")
+	assert.Equal(t, cli.ExitOK, r.code)
+	assert.True(t, strings.HasPrefix(r.stdout, "sluice "), r.stdout)
+}
+
+func TestBadUsage(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	t.Setenv("SLUICE_REDIS", "")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "no command: want limits, set, unset, inspect, reset, cooldown or workers"},
+		{[]string{"lmits"}, `unknown command "lmits": want limits, set, unset, inspect, reset, cooldown or workers`},
+		{[]string{"set"}, "set takes one argument, 'TYPE=SPEC'"},
+		{[]string{"cooldown", "k"}, "cooldown takes 2 arguments, KEY DURATION"},
+		{[]string{"limits", "--colour"}, "flag provided but not defined: -colour"},
+		{[]string{"limits"}, "no Redis: pass --redis or set SLUICE_REDIS or REDIS_URL"},
+	} {
+		r := runArgs(c.args...)
+		assert.Equal(t, cli.ExitUsage, r.code, "%q", c.args)
+		first, _, _ := strings.Cut(r.stderr, "\n")
+		assert.Equal(t, "sluice: "+c.want, first, "%q", c.args)
+	}
+}
+
+// The commands against a real Redis: flags before or after the arguments,
+// a runtime limit set and shown, a bucket inspected, cooled down and reset,
+// the workers' heartbeats listed.
+func TestCommands(t *testing.T) {
+	srv := redistest.Start(t)
+	url := srv.URL()
+
+	r := runArgs("set", "--redis", url, "http:request=fast")
+	assert.Equal(t, cli.ExitUsage, r.code)
+	assert.Contains(t, r.stderr, `sluice: limit "http:request=fast": `)
+
+	r = runArgs("set", "sleep=5/s,burst=2", "--redis", url)
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	assert.Equal(t, "set sleep=5/s,burst=2 (runtime); every worker applies it within a second\n", r.stdout)
+
+	// A worker's heartbeat, as cmd/worker writes it.
+	ctl := control.New(srv.Client(t), "sluice:")
+	require.NoError(t, ctl.Beat(context.Background(), control.Heartbeat{
+		ID: "w1:42:1", Host: "w1", PID: 42, Mode: "shared", Seen: time.Now(), Waiting: 3, Processed: 7,
+		Limits: []control.LimitState{
+			{Type: "sleep", Spec: "sleep=5/s,burst=2", Source: "runtime", Grants: 4.8},
+			{Type: "http:request", Spec: "http:request=50/s,burst=5,key=tenant:{header.sluice-key}", Source: "flag", Grants: 40},
+		},
+	}))
+
+	r = runArgs("--redis", url, "limits", "--json")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	var views []limitView
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &views))
+	require.Len(t, views, 2)
+	assert.Equal(t, "http:request", views[0].Type)
+	assert.True(t, views[0].Keyed)
+	assert.Equal(t, "flag", views[0].Source)
+	assert.Equal(t, "sleep", views[1].Type)
+	assert.Equal(t, "runtime", views[1].Source)
+	assert.Equal(t, 1, views[1].Workers)
+	assert.InDelta(t, 4.8, views[1].Grants, 0.01)
+	require.NotNil(t, views[1].Tokens)
+	assert.Equal(t, 2, *views[1].Tokens, "a full bucket of burst 2")
+
+	r = runArgs("--redis", url, "limits")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "TYPE")
+	assert.Regexp(t, `sleep\s+token-bucket\s+sleep=5/s,burst=2\s+runtime \(`, r.stdout)
+
+	r = runArgs("cooldown", "sleep", "30s", "--redis", url)
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	r = runArgs("inspect", "sleep", "--redis", url, "--json")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	var st bucketState
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+	assert.InDelta(t, 30, st.Cooldown, 1)
+
+	r = runArgs("inspect", "http:request", "--redis", url)
+	assert.Equal(t, cli.ExitUsage, r.code)
+	assert.Contains(t, r.stderr, "has a key template")
+	r = runArgs("inspect", "tenant:acme", "--type", "http:request", "--redis", url)
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "tenant:acme: 5 left")
+
+	r = runArgs("reset", "sleep", "--redis", url)
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	r = runArgs("inspect", "sleep", "--redis", url, "--json")
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+	assert.Zero(t, st.Cooldown, "reset clears the cooldown too")
+
+	r = runArgs("workers", "--redis", url)
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	assert.Regexp(t, `w1\s+42\s+shared\s+.*sleep=5/s,burst=2 \(runtime\)`, r.stdout)
+
+	r = runArgs("unset", "sleep", "--redis", url)
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	r = runArgs("unset", "sleep", "--redis", url)
+	assert.Equal(t, cli.ExitUsage, r.code)
+	assert.Contains(t, r.stderr, `no runtime limit for type "sleep"`)
+}

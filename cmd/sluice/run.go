@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+const prog = "sluice"
+
+const usage = `Usage: sluice COMMAND [ARGS] [flags]
+
+Sees and steers a running sluice fleet through the limiter's Redis.
+
+Commands:
+  limits                  every limit the fleet uses: type, spec and its source
+                          (flag, file or runtime), tokens and cooldown left, grants/s
+                          over the last minute, workers applying it
+  set 'TYPE=SPEC'         set a runtime limit, in the --limit grammar of worker; every
+                          worker applies it within a second, over its flags and file,
+                          until unset. A bad spec is refused and nothing is set
+  unset TYPE              remove the runtime limit of TYPE: the workers' own apply again
+  inspect KEY             a bucket's state, taking nothing: tokens left, next free
+                          slot, time to full, cooldown left
+  reset KEY               empty a bucket's state: it is full again
+  cooldown KEY DURATION   grant nothing from a bucket, to any process, for DURATION
+  workers                 each worker process: host, pid, limiter mode, limits, jobs
+                          waiting, last seen
+
+  KEY is a bucket: a type's name for a limit without a key template; for one
+  with a template, the key it makes (tenant:acme) with --type TYPE for its policy.
+
+Flags (before or after the arguments):
+  --redis URL             the limiter's Redis, as the workers' --limiter-redis
+                          (default $SLUICE_REDIS, then $REDIS_URL), in the same forms:
+                          redis://[USER:PASSWORD@]HOST[:PORT][/DB], rediss://, redis-cluster://,
+                          redis-sentinel://
+  --key-prefix PREFIX     the workers' --key-prefix (default "sluice:")
+  --type TYPE             for inspect, reset and cooldown: the type whose policy the
+                          bucket has (default: the KEY itself)
+  --json                  for limits, workers and inspect: JSON instead of a table
+  --version               print the version and exit
+
+Examples:
+  sluice limits --redis redis://127.0.0.1:6379/0
+  sluice set 'http:request=20/s,burst=2'
+  sluice inspect tenant:acme --type email:send --json
+
+Exit status: 0 done, 1 runtime failure (Redis unreachable), 2 bad usage or input.
+`
+
+// options are the flags common to every command.
+type options struct {
+	redisURL  string
+	keyPrefix string
+	typ       string
+	json      bool
+}
+
+// parseArgs parses flags anywhere among the arguments: Go's flag package
+// stops at the first argument, so it is called again after each one.
+func parseArgs(args []string) (opts options, pos []string, err error) {
+	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	var version bool
+	fs.StringVar(&opts.redisURL, "redis", "", "")
+	fs.StringVar(&opts.keyPrefix, "key-prefix", throttle.DefaultKeyPrefix, "")
+	fs.StringVar(&opts.typ, "type", "", "")
+	fs.BoolVar(&opts.json, "json", false, "")
+	fs.BoolVar(&version, "version", false, "")
+	rest := args
+	for {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return options{}, nil, err
+			}
+			return options{}, nil, cli.Usagef("%v", err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	if version {
+		return options{}, nil, cli.ErrVersion
+	}
+	if err := cli.FromEnv(fs, "help", "version"); err != nil {
+		return options{}, nil, err
+	}
+	set := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["redis"] {
+		opts.redisURL = os.Getenv("REDIS_URL")
+	}
+	return opts, pos, nil
+}
+
+// command is one subcommand: how many arguments it takes and what it does.
+type command struct {
+	args []string // the names of its arguments, for messages
+	run  func(ctx context.Context, f *fleet, opts options, args []string, out io.Writer) error
+}
+
+var commands = map[string]command{
+	"limits":   {nil, cmdLimits},
+	"set":      {[]string{"'TYPE=SPEC'"}, cmdSet},
+	"unset":    {[]string{"TYPE"}, cmdUnset},
+	"inspect":  {[]string{"KEY"}, cmdInspect},
+	"reset":    {[]string{"KEY"}, cmdReset},
+	"cooldown": {[]string{"KEY", "DURATION"}, cmdCooldown},
+	"workers":  {nil, cmdWorkers},
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	opts, pos, err := parseArgs(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		return cli.ExitOK
+	case errors.Is(err, cli.ErrVersion):
+		fmt.Fprintln(stdout, cli.Version(prog))
+		return cli.ExitOK
+	case err == nil && len(pos) == 0:
+		err = cli.Usagef("no command: want limits, set, unset, inspect, reset, cooldown or workers")
+	}
+	var cmd command
+	if err == nil {
+		var ok bool
+		if cmd, ok = commands[pos[0]]; !ok {
+			err = cli.Usagef("unknown command %q: want limits, set, unset, inspect, reset, cooldown or workers", pos[0])
+		} else if len(pos)-1 != len(cmd.args) {
+			err = cli.Usagef("%s takes %s", pos[0], describeArgs(cmd.args))
+		}
+	}
+	if err != nil {
+		cli.Report(stderr, prog, err)
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", prog)
+		return cli.ExitCode(err)
+	}
+	f, err := connect(ctx, opts)
+	if err != nil {
+		return cli.Report(stderr, prog, err)
+	}
+	defer f.close()
+	return cli.Report(stderr, prog, cmd.run(ctx, f, opts, pos[1:], stdout))
+}
+
+func describeArgs(names []string) string {
+	switch len(names) {
+	case 0:
+		return "no argument"
+	case 1:
+		return "one argument, " + names[0]
+	}
+	return fmt.Sprintf("%d arguments, %s", len(names), strings.Join(names, " "))
+}
+
+// who names the user and host for the log of a runtime change.
+func who() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return name + "@" + host
+}
+
+// callTimeout bounds the Redis calls of one command.
+const callTimeout = 5 * time.Second

@@ -1,0 +1,199 @@
+// Package control keeps the fleet's runtime state in the limiter's Redis:
+// limits set at runtime (sluice set / unset), which override a worker's flags
+// and limits file until unset, and each worker process's heartbeat. The
+// worker reads and writes it; the sluice command reads it and sets limits.
+//
+// Every key shares one hash tag, so that the lot lives in one Redis Cluster
+// slot:
+//
+//	<prefix>{ctl}:limits          HASH  type -> JSON Entry (runtime limits)
+//	<prefix>{ctl}:changes         pub/sub channel: a type whose limit changed
+//	<prefix>{ctl}:workers         ZSET  worker id -> last heartbeat (unix ms)
+//	<prefix>{ctl}:worker:<id>     STRING JSON Heartbeat, with a TTL
+//
+// Heartbeats expire on their own; the index is pruned of ids older than the
+// TTL whenever a heartbeat is written or the workers are listed, so nothing
+// grows without bound.
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/limitspec"
+)
+
+// HeartbeatTTL is how long a worker's heartbeat lives without renewal.
+const HeartbeatTTL = 30 * time.Second
+
+// MaxHeartbeat bounds a heartbeat's JSON, in bytes.
+const MaxHeartbeat = 64 << 10
+
+// Control is the fleet's control state under one key prefix.
+type Control struct {
+	rdb    redis.UniversalClient
+	prefix string
+}
+
+// New returns the control state in rdb under prefix (the limiter's key
+// prefix, "sluice:" by default).
+func New(rdb redis.UniversalClient, prefix string) *Control {
+	return &Control{rdb: rdb, prefix: prefix}
+}
+
+func (c *Control) limitsKey() string          { return c.prefix + "{ctl}:limits" }
+func (c *Control) changesChannel() string     { return c.prefix + "{ctl}:changes" }
+func (c *Control) workersKey() string         { return c.prefix + "{ctl}:workers" }
+func (c *Control) workerKey(id string) string { return c.prefix + "{ctl}:worker:" + id }
+
+// Entry is a runtime limit: its spec in the --limit grammar, and who set it
+// when, for the logs.
+type Entry struct {
+	Spec string    `json:"spec"`
+	By   string    `json:"by"` // user@host of the sluice command
+	At   time.Time `json:"at"`
+}
+
+// Set stores spec (TYPE=SPEC, the --limit grammar) as the runtime limit of
+// its type and tells the workers. A spec that does not parse is refused, and
+// nothing is stored.
+func (c *Control) Set(ctx context.Context, spec, by string) (limitspec.Spec, error) {
+	sp, err := limitspec.Parse(spec)
+	if err != nil {
+		return limitspec.Spec{}, err
+	}
+	b, err := json.Marshal(Entry{Spec: sp.String(), By: by, At: time.Now().UTC()})
+	if err != nil {
+		return limitspec.Spec{}, err
+	}
+	if err := c.rdb.HSet(ctx, c.limitsKey(), sp.Type, b).Err(); err != nil {
+		return limitspec.Spec{}, err
+	}
+	return sp, c.rdb.Publish(ctx, c.changesChannel(), sp.Type).Err()
+}
+
+// Unset removes the runtime limit of typ, if any, and tells the workers; it
+// reports whether there was one.
+func (c *Control) Unset(ctx context.Context, typ string) (bool, error) {
+	n, err := c.rdb.HDel(ctx, c.limitsKey(), typ).Result()
+	if err != nil {
+		return false, err
+	}
+	return n > 0, c.rdb.Publish(ctx, c.changesChannel(), typ).Err()
+}
+
+// Limits returns the runtime limits by type. An entry that no longer parses
+// (written by another version) is returned with its error in bad, not
+// dropped silently.
+func (c *Control) Limits(ctx context.Context) (limits map[string]Entry, bad map[string]error, err error) {
+	all, err := c.rdb.HGetAll(ctx, c.limitsKey()).Result()
+	if err != nil {
+		return nil, nil, err
+	}
+	limits = make(map[string]Entry, len(all))
+	bad = make(map[string]error)
+	for typ, raw := range all {
+		var e Entry
+		if err := json.Unmarshal([]byte(raw), &e); err != nil {
+			bad[typ] = fmt.Errorf("runtime limit of %q: not a JSON entry: %w", typ, err)
+			continue
+		}
+		if _, err := limitspec.Parse(e.Spec); err != nil {
+			bad[typ] = fmt.Errorf("runtime limit of %q: %w", typ, err)
+			continue
+		}
+		limits[typ] = e
+	}
+	return limits, bad, nil
+}
+
+// Subscribe returns a subscription to limit changes; its channel carries the
+// type whose limit changed. Close it when done.
+func (c *Control) Subscribe(ctx context.Context) *redis.PubSub {
+	return c.rdb.Subscribe(ctx, c.changesChannel())
+}
+
+// LimitState is one limit as a worker applies it, in its heartbeat.
+type LimitState struct {
+	Type   string  `json:"type"`
+	Spec   string  `json:"spec"`
+	Source string  `json:"source"`       // flag (or its SLUICE_ variable), file or runtime
+	Grants float64 `json:"grants_per_s"` // handler runs per second over the last minute
+}
+
+// Heartbeat is what a worker process publishes about itself.
+type Heartbeat struct {
+	ID        string       `json:"id"` // host:pid:start
+	Host      string       `json:"host"`
+	PID       int          `json:"pid"`
+	Mode      string       `json:"mode"` // the limiter's: shared, closed, open, fallback
+	Queues    []string     `json:"queues"`
+	Limits    []LimitState `json:"limits"`
+	Waiting   int64        `json:"waiting"` // jobs waiting in this worker for their turn or an in-flight slot, now
+	Processed int64        `json:"processed"`
+	Failed    int64        `json:"failed"`
+	Requeued  int64        `json:"requeued"`
+	Started   time.Time    `json:"started"`
+	Seen      time.Time    `json:"seen"`
+}
+
+// Beat writes h with HeartbeatTTL and indexes it, pruning expired ids.
+func (c *Control) Beat(ctx context.Context, h Heartbeat) error {
+	b, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	if len(b) > MaxHeartbeat {
+		return fmt.Errorf("heartbeat of %d bytes, more than %d", len(b), MaxHeartbeat)
+	}
+	now := h.Seen.UnixMilli()
+	_, err = c.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, c.workerKey(h.ID), b, HeartbeatTTL)
+		p.ZAdd(ctx, c.workersKey(), redis.Z{Score: float64(now), Member: h.ID})
+		p.ZRemRangeByScore(ctx, c.workersKey(), "-inf", strconv.FormatInt(now-HeartbeatTTL.Milliseconds(), 10))
+		p.PExpire(ctx, c.workersKey(), 2*HeartbeatTTL)
+		return nil
+	})
+	return err
+}
+
+// Gone removes worker id's heartbeat, when it stops.
+func (c *Control) Gone(ctx context.Context, id string) error {
+	_, err := c.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, c.workerKey(id))
+		p.ZRem(ctx, c.workersKey(), id)
+		return nil
+	})
+	return err
+}
+
+// Workers returns the live workers' heartbeats, by id order.
+func (c *Control) Workers(ctx context.Context) ([]Heartbeat, error) {
+	cutoff := time.Now().Add(-HeartbeatTTL).UnixMilli()
+	ids, err := c.rdb.ZRangeByScore(ctx, c.workersKey(), &redis.ZRangeBy{Min: strconv.FormatInt(cutoff, 10), Max: "+inf"}).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Heartbeat, 0, len(ids))
+	for _, id := range ids {
+		raw, err := c.rdb.Get(ctx, c.workerKey(id)).Bytes()
+		if errors.Is(err, redis.Nil) {
+			continue // expired since
+		}
+		if err != nil {
+			return nil, err
+		}
+		var h Heartbeat
+		if err := json.Unmarshal(raw, &h); err != nil {
+			continue // not ours to judge; skipped
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
