@@ -55,6 +55,8 @@ func (p *Pool) process(ctx context.Context, task *asynq.Task) error {
 	}
 	p.inflight.Add(1)
 	defer p.inflight.Done()
+	p.stats.active.Add(1)
+	defer p.stats.active.Add(-1)
 	ctx, span := p.tel.tracer.Start(ctx, "workers.job", rt.tel.span...)
 	defer span.End()
 

@@ -74,6 +74,8 @@ type route struct {
 	name string                 // the policy's name; "" for an unthrottled route
 	pol  atomic.Pointer[policy] // nil: not throttled; SetPolicy swaps it while jobs run
 	tel  *routeTelemetry
+
+	waiting atomic.Int64 // jobs of the route waiting in this process now
 }
 
 // policyName is the route's policy name, or "" for an unthrottled route.

@@ -14,6 +14,7 @@ type Stats struct {
 	Cooldowns int64 // cooldowns put on a bucket after an upstream 429 or 503
 	Archived  int64 // jobs archived in the pool's hands: by the pool (past the horizon, no bucket key) or by asynq after a last failure
 	Waiting   int64 // jobs waiting in this process for their turn or an in-flight slot, now
+	Active    int64 // jobs in the pool's hands now: waiting, running their handler, or going back
 }
 
 // LogValue lets a Stats be logged as one group.
@@ -29,7 +30,7 @@ func (s Stats) LogValue() slog.Value {
 }
 
 type stats struct {
-	processed, failed, requeued, cooldowns, archived, waiting atomic.Int64
+	processed, failed, requeued, cooldowns, archived, waiting, active atomic.Int64
 }
 
 // Stats returns the pool's counters. It is safe to call at any time, from any
@@ -42,5 +43,19 @@ func (p *Pool) Stats() Stats {
 		Cooldowns: p.stats.cooldowns.Load(),
 		Archived:  p.stats.archived.Load(),
 		Waiting:   p.stats.waiting.Load(),
+		Active:    p.stats.active.Load(),
 	}
+}
+
+// WaitingByPolicy returns, by policy name, how many jobs wait in this
+// process now for their turn or an in-flight slot; policies with none are
+// left out.
+func (p *Pool) WaitingByPolicy() map[string]int64 {
+	out := make(map[string]int64)
+	for _, rt := range p.routes {
+		if n := rt.waiting.Load(); n > 0 && rt.name != "" {
+			out[rt.name] += n
+		}
+	}
+	return out
 }

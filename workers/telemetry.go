@@ -135,8 +135,10 @@ func (p *Pool) waited(ctx context.Context, rt *route, d time.Duration) {
 func (p *Pool) startWaiting(ctx context.Context, rt *route) (done func()) {
 	p.tel.waiting.Add(ctx, 1, rt.tel.policy...)
 	p.stats.waiting.Add(1)
+	rt.waiting.Add(1)
 	return func() {
 		p.tel.waiting.Add(ctx, -1, rt.tel.policy...)
 		p.stats.waiting.Add(-1)
+		rt.waiting.Add(-1)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,7 +22,7 @@ func cmdLimits(ctx context.Context, f *fleet, opts options, _ []string, out io.W
 		return writeJSON(out, views)
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TYPE\tPOLICY\tSPEC\tSOURCE\tTOKENS\tCOOLDOWN\tGRANTS/S (1m)\tWORKERS")
+	fmt.Fprintln(tw, "TYPE\tPOLICY\tSPEC\tSOURCE\tTOKENS\tCOOLDOWN\tGRANTS/S (1m)\tWAITING\tQUEUED\tWORKERS")
 	for _, v := range views {
 		tokens := "per key"
 		if !v.Keyed && v.Tokens != nil {
@@ -37,8 +38,12 @@ func cmdLimits(ctx context.Context, f *fleet, opts options, _ []string, out io.W
 		if v.Conflict {
 			workers += " (and others with another spec)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\n", v.Type, v.Policy, v.Spec, source, tokens,
-			seconds(v.Cooldown), v.Grants, workers)
+		queued := "-"
+		if v.Queued != nil {
+			queued = fmt.Sprintf("%d (%s)", *v.Queued, strings.Join(v.Queues, ","))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%d\t%s\t%s\n", v.Type, v.Policy, v.Spec, source, tokens,
+			seconds(v.Cooldown), v.Grants, v.Waiting, queued, workers)
 	}
 	if len(views) == 0 {
 		fmt.Fprintln(tw, "(no limit: no runtime limit is set and no worker reports one)")
@@ -47,7 +52,12 @@ func cmdLimits(ctx context.Context, f *fleet, opts options, _ []string, out io.W
 }
 
 func cmdSet(ctx context.Context, f *fleet, _ options, args []string, out io.Writer) error {
-	sp, err := f.ctl.Set(ctx, args[0], who())
+	return cmdSetBy(ctx, f, args[0], who(), out)
+}
+
+// cmdSetBy sets the runtime limit spec, logged as set by by.
+func cmdSetBy(ctx context.Context, f *fleet, spec, by string, out io.Writer) error {
+	sp, err := f.ctl.Set(ctx, spec, by)
 	if err != nil {
 		return cli.Usagef("%w", err)
 	}
@@ -158,4 +168,9 @@ func seconds(s float64) string {
 		return "-"
 	}
 	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
+}
+
+func cmdDashboard(ctx context.Context, f *fleet, opts options, _ []string, out io.Writer) error {
+	d := &dashboard{f: f, token: opts.token, log: slog.New(slog.NewTextHandler(out, nil))}
+	return serveDashboard(ctx, d, opts.addr, out)
 }

@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sort"
+	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/cli"
@@ -14,9 +18,11 @@ import (
 
 // fleet is the limiter's Redis as the sluice command sees it.
 type fleet struct {
-	rdb redis.UniversalClient
-	ctl *control.Control
-	lim *throttle.Limiter
+	rdb  redis.UniversalClient
+	ctl  *control.Control
+	lim  *throttle.Limiter
+	qrdb redis.UniversalClient // the queues' Redis: rdb unless --queue-redis
+	insp *asynq.Inspector
 }
 
 func connect(ctx context.Context, opts options) (*fleet, error) {
@@ -38,24 +44,60 @@ func connect(ctx context.Context, opts options) (*fleet, error) {
 		rdb.Close()
 		return nil, cli.Usagef("%w", err)
 	}
-	return &fleet{rdb: rdb, ctl: control.New(rdb, opts.keyPrefix), lim: lim}, nil
+	f := &fleet{rdb: rdb, ctl: control.New(rdb, opts.keyPrefix), lim: lim, qrdb: rdb}
+	if opts.queueURL != "" {
+		qr, err := cli.ParseRedis(opts.queueURL)
+		if err != nil {
+			rdb.Close()
+			return nil, cli.Usagef("--queue-redis: %w", err)
+		}
+		f.qrdb = qr.Client()
+	}
+	f.insp = asynq.NewInspectorFromRedisClient(f.qrdb)
+	return f, nil
 }
 
-func (f *fleet) close() { f.rdb.Close() }
+func (f *fleet) close() {
+	if f.qrdb != f.rdb {
+		f.qrdb.Close()
+	}
+	f.rdb.Close()
+}
+
+// queues reads the depths of the named queues; a queue that cannot be read
+// is left out, with its error.
+func (f *fleet) queues(names []string) ([]queueView, []error) {
+	var out []queueView
+	var errs []error
+	for _, q := range names {
+		info, err := f.insp.GetQueueInfo(q)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("queue %s: %w", q, err))
+			continue
+		}
+		out = append(out, queueView{Name: q, Pending: info.Pending, Scheduled: info.Scheduled,
+			Retry: info.Retry, Active: info.Active, Archived: info.Archived})
+	}
+	return out, errs
+}
 
 // limitView is one limit as the fleet applies it.
 type limitView struct {
-	Type     string  `json:"type"`
-	Policy   string  `json:"policy"`
-	Spec     string  `json:"spec"`
-	Source   string  `json:"source"` // runtime, or what the workers say (flag, file)
-	SetBy    string  `json:"set_by,omitempty"`
-	Keyed    bool    `json:"keyed"`                // a bucket per key: no one bucket to show
-	Tokens   *int    `json:"tokens,omitempty"`     // left in the type's bucket
-	Cooldown float64 `json:"cooldown_s,omitempty"` // left on it
-	Grants   float64 `json:"grants_per_s"`         // over the last minute, all workers
-	Workers  int     `json:"workers"`              // applying this spec
-	Conflict bool    `json:"conflict,omitempty"`   // workers apply different specs
+	Type     string   `json:"type"`
+	Policy   string   `json:"policy"`
+	Spec     string   `json:"spec"`
+	Source   string   `json:"source"` // runtime, or what the workers say (flag, file)
+	SetBy    string   `json:"set_by,omitempty"`
+	Keyed    bool     `json:"keyed"`                // a bucket per key: no one bucket to show
+	Tokens   *int     `json:"tokens,omitempty"`     // left in the type's bucket
+	Cooldown float64  `json:"cooldown_s,omitempty"` // left on it
+	Grants   float64  `json:"grants_per_s"`         // over the last minute, all workers
+	Waiting  int64    `json:"waiting"`              // jobs waiting for their turn in the workers now
+	Queued   *int     `json:"queued,omitempty"`     // pending, scheduled and retry in the queues its workers serve
+	Queues   []string `json:"queues,omitempty"`     // those queues
+	RatePerS float64  `json:"rate_per_s"`           // the limit, in grants per second (per key when Keyed)
+	Workers  int      `json:"workers"`              // applying this spec
+	Conflict bool     `json:"conflict,omitempty"`   // workers apply different specs
 }
 
 // limits gathers every limit the fleet uses: the runtime ones and those the
@@ -86,6 +128,12 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 		for _, l := range h.Limits {
 			v := view(l.Type)
 			v.Grants += l.Grants
+			v.Waiting += l.Waiting
+			for _, q := range h.Queues {
+				if !slices.Contains(v.Queues, q) {
+					v.Queues = append(v.Queues, q)
+				}
+			}
 			switch {
 			case v.Spec == "":
 				v.Spec, v.Source = l.Spec, l.Source
@@ -97,11 +145,31 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 			}
 		}
 	}
+	depth := make(map[string]int)
+	for _, v := range byType {
+		for _, q := range v.Queues {
+			if _, done := depth[q]; done {
+				continue
+			}
+			depth[q] = -1
+			if qs, _ := f.queues([]string{q}); len(qs) == 1 {
+				depth[q] = qs[0].Pending + qs[0].Scheduled + qs[0].Retry
+			}
+		}
+	}
 	out := make([]limitView, 0, len(byType))
 	for _, v := range byType {
+		if len(v.Queues) > 0 {
+			n := 0
+			for _, q := range v.Queues {
+				n += max(depth[q], 0)
+			}
+			v.Queued = &n
+		}
 		sp, err := limitspec.Parse(v.Spec)
 		if err == nil {
 			v.Policy = policyName(sp.Limit)
+			v.RatePerS = perSecond(sp.Limit)
 			v.Keyed = sp.Key != ""
 			if !v.Keyed {
 				if st, err := f.lim.Peek(ctx, sp.Type, sp.Limit); err == nil {
@@ -156,4 +224,26 @@ func policyName(p throttle.Policy) string {
 		return "leaky-bucket"
 	}
 	return "token-bucket"
+}
+
+// perSecond is a policy's rate in grants per second.
+func perSecond(p throttle.Policy) float64 {
+	var n float64
+	var per time.Duration
+	switch p := p.(type) {
+	case throttle.Limit:
+		n, per = p.Rate, p.Period
+	case throttle.LeakyBucket:
+		n, per = p.Rate, p.Period
+	case throttle.FixedWindow:
+		n, per = float64(p.Max), p.Window
+	case throttle.SlidingLog:
+		n, per = float64(p.Max), p.Window
+	case throttle.SlidingWindow:
+		n, per = float64(p.Max), p.Window
+	}
+	if per <= 0 {
+		per = time.Second
+	}
+	return n / per.Seconds()
 }

@@ -33,7 +33,7 @@ func TestHelpAndVersion(t *testing.T) {
 	r := runArgs("--help")
 	assert.Equal(t, cli.ExitOK, r.code)
 	assert.Equal(t, usage, r.stdout)
-	for _, c := range []string{"limits", "set", "unset", "inspect", "reset", "cooldown", "workers"} {
+	for _, c := range []string{"limits", "set", "unset", "inspect", "reset", "cooldown", "workers", "dashboard"} {
 		assert.Contains(t, usage, "\n  "+c+" ", c)
 		assert.Contains(t, commands, c)
 	}
@@ -49,8 +49,8 @@ func TestBadUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "no command: want limits, set, unset, inspect, reset, cooldown or workers"},
-		{[]string{"lmits"}, `unknown command "lmits": want limits, set, unset, inspect, reset, cooldown or workers`},
+		{nil, "no command: want limits, set, unset, inspect, reset, cooldown, workers or dashboard"},
+		{[]string{"lmits"}, `unknown command "lmits": want limits, set, unset, inspect, reset, cooldown, workers or dashboard`},
 		{[]string{"set"}, "set takes one argument, 'TYPE=SPEC'"},
 		{[]string{"cooldown", "k"}, "cooldown takes 2 arguments, KEY DURATION"},
 		{[]string{"limits", "--colour"}, "flag provided but not defined: -colour"},
@@ -81,9 +81,9 @@ func TestCommands(t *testing.T) {
 	// A worker's heartbeat, as cmd/worker writes it.
 	ctl := control.New(srv.Client(t), "sluice:")
 	require.NoError(t, ctl.Beat(context.Background(), control.Heartbeat{
-		ID: "w1:42:1", Host: "w1", PID: 42, Mode: "shared", Seen: time.Now(), Waiting: 3, Processed: 7,
+		ID: "w1:42:1", Host: "w1", PID: 42, Mode: "shared", Seen: time.Now(), Waiting: 3, Processed: 7, Queues: []string{"default"},
 		Limits: []control.LimitState{
-			{Type: "sleep", Spec: "sleep=5/s,burst=2", Source: "runtime", Grants: 4.8},
+			{Type: "sleep", Spec: "sleep=5/s,burst=2", Source: "runtime", Grants: 4.8, Waiting: 3},
 			{Type: "http:request", Spec: "http:request=50/s,burst=5,key=tenant:{header.sluice-key}", Source: "flag", Grants: 40},
 		},
 	}))
@@ -100,6 +100,9 @@ func TestCommands(t *testing.T) {
 	assert.Equal(t, "runtime", views[1].Source)
 	assert.Equal(t, 1, views[1].Workers)
 	assert.InDelta(t, 4.8, views[1].Grants, 0.01)
+	assert.Equal(t, int64(3), views[1].Waiting)
+	require.NotNil(t, views[1].Queued)
+	assert.Equal(t, 0, *views[1].Queued, "an empty default queue")
 	require.NotNil(t, views[1].Tokens)
 	assert.Equal(t, 2, *views[1].Tokens, "a full bucket of burst 2")
 

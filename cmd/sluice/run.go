@@ -24,7 +24,8 @@ Sees and steers a running sluice fleet through the limiter's Redis.
 Commands:
   limits                  every limit the fleet uses: type, spec and its source
                           (flag, file or runtime), tokens and cooldown left, grants/s
-                          over the last minute, workers applying it
+                          over the last minute, jobs waiting in workers, jobs queued
+                          in the queues its workers serve, workers applying it
   set 'TYPE=SPEC'         set a runtime limit, in the --limit grammar of worker; every
                           worker applies it within a second, over its flags and file,
                           until unset. A bad spec is refused and nothing is set
@@ -35,6 +36,8 @@ Commands:
   cooldown KEY DURATION   grant nothing from a bucket, to any process, for DURATION
   workers                 each worker process: host, pid, limiter mode, limits, jobs
                           waiting, last seen
+  dashboard               a live web page of all this, with asynq's queue depths,
+                          on --addr; set, unset, reset and cooldown from it need --token
 
   KEY is a bucket: a type's name for a limit without a key template; for one
   with a template, the key it makes (tenant:acme) with --type TYPE for its policy.
@@ -48,12 +51,19 @@ Flags (before or after the arguments):
   --type TYPE             for inspect, reset and cooldown: the type whose policy the
                           bucket has (default: the KEY itself)
   --json                  for limits, workers and inspect: JSON instead of a table
+  --addr HOST:PORT        for dashboard: where to serve it (default 127.0.0.1:8080)
+  --token TOKEN           for dashboard: allows changes to whoever gives it (the page
+                          asks for it); without it the page is read-only. Prefer
+                          SLUICE_TOKEN to the flag, which other users may see in ps
+  --queue-redis URL       for limits and dashboard: the queues' Redis (asynq's, the
+                          workers' --redis), if not --redis
   --version               print the version and exit
 
 Examples:
   sluice limits --redis redis://127.0.0.1:6379/0
   sluice set 'http:request=20/s,burst=2'
   sluice inspect tenant:acme --type email:send --json
+  SLUICE_TOKEN=s3cret sluice dashboard --addr 127.0.0.1:8080
 
 Exit status: 0 done, 1 runtime failure (Redis unreachable), 2 bad usage or input.
 `
@@ -64,6 +74,9 @@ type options struct {
 	keyPrefix string
 	typ       string
 	json      bool
+	addr      string // dashboard
+	token     string // dashboard: "" is read-only
+	queueURL  string // dashboard: the queues' Redis, if not --redis
 }
 
 // parseArgs parses flags anywhere among the arguments: Go's flag package
@@ -77,6 +90,9 @@ func parseArgs(args []string) (opts options, pos []string, err error) {
 	fs.StringVar(&opts.keyPrefix, "key-prefix", throttle.DefaultKeyPrefix, "")
 	fs.StringVar(&opts.typ, "type", "", "")
 	fs.BoolVar(&opts.json, "json", false, "")
+	fs.StringVar(&opts.addr, "addr", "127.0.0.1:8080", "")
+	fs.StringVar(&opts.token, "token", "", "")
+	fs.StringVar(&opts.queueURL, "queue-redis", "", "")
 	fs.BoolVar(&version, "version", false, "")
 	rest := args
 	for {
@@ -113,13 +129,14 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"limits":   {nil, cmdLimits},
-	"set":      {[]string{"'TYPE=SPEC'"}, cmdSet},
-	"unset":    {[]string{"TYPE"}, cmdUnset},
-	"inspect":  {[]string{"KEY"}, cmdInspect},
-	"reset":    {[]string{"KEY"}, cmdReset},
-	"cooldown": {[]string{"KEY", "DURATION"}, cmdCooldown},
-	"workers":  {nil, cmdWorkers},
+	"limits":    {nil, cmdLimits},
+	"set":       {[]string{"'TYPE=SPEC'"}, cmdSet},
+	"unset":     {[]string{"TYPE"}, cmdUnset},
+	"inspect":   {[]string{"KEY"}, cmdInspect},
+	"reset":     {[]string{"KEY"}, cmdReset},
+	"cooldown":  {[]string{"KEY", "DURATION"}, cmdCooldown},
+	"workers":   {nil, cmdWorkers},
+	"dashboard": {nil, cmdDashboard},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -132,13 +149,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, cli.Version(prog))
 		return cli.ExitOK
 	case err == nil && len(pos) == 0:
-		err = cli.Usagef("no command: want limits, set, unset, inspect, reset, cooldown or workers")
+		err = cli.Usagef("no command: want limits, set, unset, inspect, reset, cooldown, workers or dashboard")
 	}
 	var cmd command
 	if err == nil {
 		var ok bool
 		if cmd, ok = commands[pos[0]]; !ok {
-			err = cli.Usagef("unknown command %q: want limits, set, unset, inspect, reset, cooldown or workers", pos[0])
+			err = cli.Usagef("unknown command %q: want limits, set, unset, inspect, reset, cooldown, workers or dashboard", pos[0])
 		} else if len(pos)-1 != len(cmd.args) {
 			err = cli.Usagef("%s takes %s", pos[0], describeArgs(cmd.args))
 		}

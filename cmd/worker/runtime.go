@@ -207,12 +207,13 @@ func (rl *runtimeLimits) beat(ctx context.Context) {
 	st := rl.pool.Stats()
 	h := control.Heartbeat{
 		ID: rl.id, Host: rl.host, PID: os.Getpid(), Mode: rl.lim.Mode(), Queues: queueNames(rl.c.queues),
-		Waiting: st.Waiting, Processed: st.Processed, Failed: st.Failed, Requeued: st.Requeued,
+		Waiting: st.Waiting, Active: st.Active, Processed: st.Processed, Failed: st.Failed, Requeued: st.Requeued,
 		Started: rl.start, Seen: now,
 	}
 	span := now.Sub(oldest.at).Seconds()
+	waiting := rl.pool.WaitingByPolicy()
 	for _, a := range rl.current() {
-		ls := control.LimitState{Type: a.spec.Type, Spec: a.spec.String(), Source: a.source}
+		ls := control.LimitState{Type: a.spec.Type, Spec: a.spec.String(), Source: a.source, Waiting: waiting[a.spec.Type]}
 		if span > 0 {
 			ls.Grants = float64(runs[a.spec.Type]-oldest.runs[a.spec.Type]) / span
 		}

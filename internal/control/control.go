@@ -121,10 +121,11 @@ func (c *Control) Subscribe(ctx context.Context) *redis.PubSub {
 
 // LimitState is one limit as a worker applies it, in its heartbeat.
 type LimitState struct {
-	Type   string  `json:"type"`
-	Spec   string  `json:"spec"`
-	Source string  `json:"source"`       // flag (or its SLUICE_ variable), file or runtime
-	Grants float64 `json:"grants_per_s"` // handler runs per second over the last minute
+	Type    string  `json:"type"`
+	Spec    string  `json:"spec"`
+	Source  string  `json:"source"`       // flag (or its SLUICE_ variable), file or runtime
+	Grants  float64 `json:"grants_per_s"` // handler runs per second over the last minute
+	Waiting int64   `json:"waiting"`      // jobs of the type waiting in this worker for their turn, now
 }
 
 // Heartbeat is what a worker process publishes about itself.
@@ -136,6 +137,7 @@ type Heartbeat struct {
 	Queues    []string     `json:"queues"`
 	Limits    []LimitState `json:"limits"`
 	Waiting   int64        `json:"waiting"` // jobs waiting in this worker for their turn or an in-flight slot, now
+	Active    int64        `json:"active"`  // jobs in the worker's hands now: waiting, running or going back
 	Processed int64        `json:"processed"`
 	Failed    int64        `json:"failed"`
 	Requeued  int64        `json:"requeued"`

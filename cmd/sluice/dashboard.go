@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/control"
+)
+
+//go:embed web
+var webFiles embed.FS
+
+// maxActionBody bounds an action's request body, in bytes.
+const maxActionBody = 4 << 10
+
+// dashboard serves the live page and its API: GET /api/state (read-only, for
+// anyone who can reach the address) and POST /api/action (set, unset, reset,
+// cooldown), which needs the token.
+type dashboard struct {
+	f     *fleet
+	token string // "" means read-only
+	log   *slog.Logger
+}
+
+// queueView is one asynq queue's depths.
+type queueView struct {
+	Name      string `json:"name"`
+	Pending   int    `json:"pending"`
+	Scheduled int    `json:"scheduled"`
+	Retry     int    `json:"retry"`
+	Active    int    `json:"active"`
+	Archived  int    `json:"archived"`
+}
+
+// state is what the page shows, read once a second.
+type state struct {
+	Time     time.Time           `json:"time"`
+	Writable bool                `json:"writable"`
+	Limits   []limitView         `json:"limits"`
+	Workers  []control.Heartbeat `json:"workers"`
+	Queues   []queueView         `json:"queues"`
+	Errors   []string            `json:"errors,omitempty"`
+}
+
+func (d *dashboard) handler() http.Handler {
+	mux := http.NewServeMux()
+	static, _ := fs.Sub(webFiles, "web")
+	mux.Handle("GET /", http.FileServerFS(static))
+	mux.HandleFunc("GET /api/state", d.state)
+	mux.HandleFunc("POST /api/action", d.action)
+	return securityHeaders(mux)
+}
+
+// securityHeaders forbids framing and inline content from elsewhere.
+func securityHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Referrer-Policy", "no-referrer")
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (d *dashboard) state(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
+	defer cancel()
+	st := state{Time: time.Now().UTC(), Writable: d.token != "", Limits: []limitView{}, Workers: []control.Heartbeat{}, Queues: []queueView{}}
+	limits, hbs, err := d.f.limits(ctx)
+	if err != nil {
+		st.Errors = append(st.Errors, "limiter Redis: "+err.Error())
+	} else {
+		st.Limits, st.Workers = limits, hbs
+	}
+	var names []string
+	for _, h := range hbs {
+		for _, q := range h.Queues {
+			if !slices.Contains(names, q) {
+				names = append(names, q)
+			}
+		}
+	}
+	sort.Strings(names)
+	qs, errs := d.f.queues(names)
+	st.Queues = append(st.Queues, qs...)
+	for _, err := range errs {
+		st.Errors = append(st.Errors, err.Error())
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(st)
+}
+
+// actionRequest is a POST /api/action body.
+type actionRequest struct {
+	Op       string `json:"op"`   // set, unset, reset, cooldown
+	Spec     string `json:"spec"` // set
+	Type     string `json:"type"` // unset; the policy's type for reset and cooldown (default: key)
+	Key      string `json:"key"`  // reset, cooldown
+	Duration string `json:"duration"`
+}
+
+// action runs one change. It needs the token as "Authorization: Bearer
+// TOKEN" and a JSON body: a cross-site form or image cannot send either, and
+// a cross-site script is stopped by the browser before it may (no CORS here),
+// so only the page itself, or a client that holds the token, acts.
+func (d *dashboard) action(w http.ResponseWriter, r *http.Request) {
+	fail := func(code int, msg string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+	}
+	switch {
+	case d.token == "":
+		fail(http.StatusForbidden, "read-only: start the dashboard with --token (or SLUICE_TOKEN) to allow changes")
+		return
+	case r.Header.Get("Sec-Fetch-Site") == "cross-site" || (r.Header.Get("Origin") != "" && !sameOrigin(r)):
+		fail(http.StatusForbidden, "cross-site request refused")
+		return
+	case !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json"):
+		fail(http.StatusUnsupportedMediaType, "want Content-Type: application/json")
+		return
+	case subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+d.token)) != 1:
+		fail(http.StatusUnauthorized, "wrong or missing token")
+		return
+	}
+	var req actionRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxActionBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		fail(http.StatusBadRequest, "bad request body: "+err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
+	defer cancel()
+	opts := options{typ: req.Type}
+	var out strings.Builder
+	var err error
+	switch req.Op {
+	case "set":
+		err = cmdSetBy(ctx, d.f, req.Spec, "dashboard "+remote(r), &out)
+	case "unset":
+		err = cmdUnset(ctx, d.f, opts, []string{req.Type}, &out)
+	case "reset":
+		err = cmdReset(ctx, d.f, opts, []string{req.Key}, &out)
+	case "cooldown":
+		err = cmdCooldown(ctx, d.f, opts, []string{req.Key, req.Duration}, &out)
+	default:
+		err = cli.Usagef("unknown op %q: want set, unset, reset or cooldown", req.Op)
+	}
+	if err != nil {
+		code := http.StatusServiceUnavailable
+		if errors.Is(err, cli.ErrUsage) {
+			code = http.StatusBadRequest
+		}
+		fail(code, err.Error())
+		return
+	}
+	d.log.Info("dashboard action", "op", req.Op, "spec", req.Spec, "type", req.Type, "key", req.Key,
+		"duration", req.Duration, "from", remote(r))
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]string{"ok": strings.TrimSpace(out.String())})
+}
+
+// sameOrigin reports whether the request's Origin is the host it was sent to.
+func sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	return o == "http://"+r.Host || o == "https://"+r.Host
+}
+
+func remote(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// serveDashboard serves d on addr until ctx ends.
+func serveDashboard(ctx context.Context, d *dashboard, addr string, out io.Writer) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("cannot serve the dashboard on --addr %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: d.handler(), ReadHeaderTimeout: 5 * time.Second}
+	mode := "read-only (no --token)"
+	if d.token != "" {
+		mode = "actions allowed with the token"
+	}
+	fmt.Fprintf(out, "dashboard on http://%s/ (%s); Ctrl-C stops it\n", ln.Addr(), mode)
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,124 @@
+// The sluice dashboard: reads /api/state once a second and draws it; sends
+// actions to /api/action with the token the user typed (kept for this tab
+// only). No library, nothing from elsewhere.
+"use strict";
+
+const history = new Map(); // type -> recent grants/s, for the charts
+const keep = 120;          // points per chart: two minutes at one a second
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return e;
+}
+
+function seconds(s) {
+  if (!s || s <= 0) return "-";
+  return s < 10 ? s.toFixed(2) + "s" : Math.round(s) + "s";
+}
+
+function ago(t) {
+  const s = (Date.now() - Date.parse(t)) / 1000;
+  return Math.max(0, Math.round(s)) + "s ago";
+}
+
+// spark draws grants/s over time against the limit's rate (dashed).
+function spark(points, limit) {
+  const w = 160, h = 28;
+  const top = Math.max(limit, ...points, 1e-9) * 1.1;
+  const y = v => (h - (v / top) * h).toFixed(1);
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("class", "spark");
+  svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
+  const line = document.createElementNS(svg.namespaceURI, "line");
+  Object.entries({ class: "limit", x1: 0, x2: w, y1: y(limit), y2: y(limit) }).forEach(([k, v]) => line.setAttribute(k, v));
+  svg.append(line);
+  const path = document.createElementNS(svg.namespaceURI, "polyline");
+  path.setAttribute("class", "grants");
+  path.setAttribute("points", points.map((v, i) => `${(i * w / (keep - 1)).toFixed(1)},${y(v)}`).join(" "));
+  svg.append(path);
+  return svg;
+}
+
+function fill(id, rows) {
+  const body = document.querySelector(`#${id} tbody`);
+  body.replaceChildren(...rows);
+}
+
+function draw(st) {
+  document.getElementById("status").textContent = "updated " + new Date(st.time).toLocaleTimeString();
+  const errors = document.getElementById("errors");
+  errors.hidden = !(st.errors && st.errors.length);
+  errors.textContent = (st.errors || []).join("; ");
+
+  fill("limits", st.limits.map(l => {
+    const h = history.get(l.type) || [];
+    h.push(l.grants_per_s);
+    while (h.length > keep) h.shift();
+    history.set(l.type, h);
+    const tokens = l.keyed ? "per key" : (l.tokens === undefined ? "-" : l.tokens);
+    const cool = el("td", l.cooldown_s > 0 ? { class: "cooling" } : {}, seconds(l.cooldown_s));
+    return el("tr", { "data-type": l.type },
+      el("td", {}, l.type), el("td", {}, l.spec),
+      el("td", {}, l.source + (l.set_by ? ` (${l.set_by})` : "")),
+      el("td", {}, spark(h, l.rate_per_s), ` ${l.grants_per_s.toFixed(1)} of ${l.rate_per_s.toFixed(1)}${l.keyed ? " per key" : ""}`),
+      el("td", { class: "num" }, tokens), cool,
+      el("td", { class: "num" }, l.waiting),
+      el("td", { class: "num" }, l.queued === undefined ? "-" : `${l.queued} (${(l.queues || []).join(", ")})`),
+      el("td", { class: "num" }, l.workers + (l.conflict ? " (specs differ)" : "")));
+  }));
+  fill("workers", st.workers.map(w => el("tr", {},
+    el("td", {}, w.host), el("td", { class: "num" }, w.pid),
+    el("td", { class: "mode-" + w.mode }, w.mode),
+    el("td", {}, (w.limits || []).map(l => `${l.spec} (${l.source})`).join("; ")),
+    el("td", { class: "num" }, w.waiting), el("td", { class: "num" }, w.processed),
+    el("td", {}, ago(w.seen)))));
+  fill("queues", st.queues.map(q => el("tr", {},
+    el("td", {}, q.name), el("td", { class: "num" }, q.pending), el("td", { class: "num" }, q.scheduled),
+    el("td", { class: "num" }, q.retry), el("td", { class: "num" }, q.active), el("td", { class: "num" }, q.archived))));
+
+  document.getElementById("readonly").hidden = st.writable;
+  document.querySelectorAll("#actions form").forEach(f => {
+    f.querySelectorAll("input, button").forEach(i => { i.disabled = !st.writable; });
+  });
+}
+
+async function refresh() {
+  try {
+    const r = await fetch("api/state", { cache: "no-store" });
+    if (!r.ok) throw new Error(r.status + " " + r.statusText);
+    draw(await r.json());
+  } catch (e) {
+    document.getElementById("status").textContent = "cannot reach the dashboard: " + e.message;
+  }
+}
+
+async function act(form) {
+  const token = document.querySelector("#auth input[name=token]").value;
+  sessionStorage.setItem("sluice-token", token);
+  const body = { op: form.dataset.op };
+  new FormData(form).forEach((v, k) => { if (v !== "") body[k] = v; });
+  const result = document.getElementById("result");
+  try {
+    const r = await fetch("api/action", {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "Authorization": "Bearer " + token },
+      body: JSON.stringify(body),
+    });
+    const out = await r.json();
+    result.textContent = r.ok ? out.ok : "refused: " + out.error;
+  } catch (e) {
+    result.textContent = "failed: " + e.message;
+  }
+  refresh();
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  document.querySelector("#auth input[name=token]").value = sessionStorage.getItem("sluice-token") || "";
+  document.querySelectorAll("#actions form[data-op]").forEach(f => {
+    f.addEventListener("submit", e => { e.preventDefault(); act(f); });
+  });
+  refresh();
+  setInterval(refresh, 1000);
+});
