@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -89,4 +90,65 @@ func TestRuntimeLimits(t *testing.T) {
 	t.Logf("a change without its message applied %v later", time.Since(missed).Round(time.Millisecond))
 	stats := stopFleet(t, fleet, stopTimeout)
 	assert.Equal(t, int64(7), stats.Processed)
+}
+
+// TestRuntimeLimitObeyed is issue #11's acceptance: three built workers at
+// http:request=50/s,burst=5 against a lenient upstream; `sluice set
+// 'http:request=20/s,burst=2'` holds the upstream's arrivals to 20/s burst 2
+// from one second after it (up to the machine's measured scheduling jitter),
+// `sluice unset` brings 50/s back, and a worker started after a set applies
+// the runtime limit from its start.
+func TestRuntimeLimitObeyed(t *testing.T) {
+	srv := redistest.Start(t)
+	insp := newInspector(t, srv)
+	probe := startJitterProbe(t)
+	up := newUpstream(t, upstreamConfig{})
+	fleet := startFleet(t, srv, insp, fleetSize, "--concurrency", concurrency, "--limit", "http:request=50/s,burst=5")
+	sluice := func(args ...string) {
+		t.Helper()
+		code, out := runCommand(t, 10*time.Second, bin.sluice, append(args, "--redis", srv.URL(), "--key-prefix", keyPrefix)...)
+		require.Equal(t, 0, code, "sluice %s:\n%s", strings.Join(args, " "), out)
+	}
+	enqueue(t, srv.URL(), "--type", "http:request", "--count", "800", "--payload", up.Payload(t, "", ""))
+	time.Sleep(2 * time.Second)
+
+	probe.Reset()
+	set := time.Now()
+	sluice("set", "http:request=20/s,burst=2")
+	time.Sleep(5 * time.Second)
+	unset := time.Now()
+	sluice("unset", "http:request")
+	time.Sleep(4 * time.Second)
+
+	between := func(from, to time.Time) []time.Time {
+		var out []time.Time
+		for _, a := range arrivals(up.Requests(), http.StatusOK) {
+			if !a.Before(from) && a.Before(to) {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+	slow := between(set.Add(time.Second), unset)
+	worst, _ := excess(slow, 20, 2)
+	allowance := float64(probe.Worst()+upstreamJitter)*20/float64(time.Second) + 0.5
+	slowRate := float64(len(slow)) / unset.Sub(set.Add(time.Second)).Seconds()
+	fast := between(unset.Add(time.Second), unset.Add(4*time.Second))
+	fastRate := float64(len(fast)) / 3
+	t.Logf("from 1 s after set: %d arrivals, %.1f/s, worst %.2f tokens over 20/s burst 2 (allowance %.2f); from 1 s after unset: %.1f/s; worst scheduling delay %v",
+		len(slow), slowRate, worst, allowance, fastRate, probe.Worst())
+	assert.LessOrEqual(t, worst, allowance, "the runtime limit holds at the upstream")
+	assert.Greater(t, slowRate, 15.0, "and is used")
+	assert.Greater(t, fastRate, 40.0, "unset: back toward 50/s")
+
+	// A worker started after a set applies the runtime limit at once.
+	sluice("set", "http:request=20/s,burst=2")
+	late := startWorker(t, "late", srv.URL(), "--concurrency", "2", "--limit", "http:request=50/s,burst=5")
+	require.Eventually(t, func() bool {
+		_, ok := findLog(late, func(e logEntry) bool {
+			return e.Msg == "limit changed at runtime" && e.Fields["spec"] == "http:request=20/s,burst=2"
+		})
+		return ok
+	}, 15*time.Second, 20*time.Millisecond, "the late worker applies the runtime limit")
+	stopFleet(t, append(fleet, late), stopTimeout)
 }

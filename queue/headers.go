@@ -22,6 +22,7 @@ const (
 	HeaderThrottledSince = "sluice-throttled-since" // unix microseconds, first time the job was sent back
 	HeaderRequeues       = "sluice-requeues"        // how many times it was sent back
 	HeaderSlot           = "sluice-slot"            // unix microseconds: the job holds a reservation starting then
+	HeaderSlotPolicy     = "sluice-slot-policy"     // fingerprint of the policy the slot was booked under
 	HeaderOrigin         = "sluice-origin"          // task id of the first task in the chain
 	HeaderTimeout        = "sluice-timeout"         // asynq Timeout option given at enqueue, Go duration string
 	HeaderDeadline       = "sluice-deadline"        // asynq Deadline option, unix microseconds
@@ -44,6 +45,7 @@ type Meta struct {
 	EnqueuedAt     time.Time     // when Client.Enqueue sent the first task of the chain
 	ThrottledSince time.Time     // when the job was first sent back
 	Slot           time.Time     // start of the reservation the job holds
+	SlotPolicy     string        // fingerprint of the policy Slot was booked under; "" if unknown
 	Requeues       int           // how many times the job was sent back
 	Origin         string        // task id of the first task of the chain
 	Timeout        time.Duration // asynq Timeout option given at enqueue
@@ -101,6 +103,13 @@ func parseMeta(h map[string]string) (Meta, error) {
 		m.Slot, err = parseMicros(v)
 		return err
 	})
+	get(HeaderSlotPolicy, func(v string) error {
+		if err := checkText(v, maxOriginLen); err != nil {
+			return err
+		}
+		m.SlotPolicy = v
+		return nil
+	})
 	get(HeaderRequeues, func(v string) (err error) {
 		m.Requeues, err = parseInt(v, 0, maxInt)
 		return err
@@ -140,6 +149,7 @@ func (m Meta) writeTo(h map[string]string) {
 	setMicros(h, HeaderEnqueuedAt, m.EnqueuedAt)
 	setMicros(h, HeaderThrottledSince, m.ThrottledSince)
 	setMicros(h, HeaderSlot, m.Slot)
+	setText(h, HeaderSlotPolicy, m.SlotPolicy)
 	setInt(h, HeaderRequeues, m.Requeues)
 	setText(h, HeaderOrigin, m.Origin)
 	setDuration(h, HeaderTimeout, m.Timeout)

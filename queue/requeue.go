@@ -55,6 +55,15 @@ const requeueTimeout = 5 * time.Second
 // active, retrying, archived, or completed within its retention): asynq frees
 // a task id once the task has succeeded. Any other error is returned wrapped.
 func (c *Client) Requeue(ctx context.Context, t *asynq.Task, delay time.Duration, slot time.Time) (*asynq.TaskInfo, error) {
+	return c.RequeueTicket(ctx, t, delay, slot, "")
+}
+
+// RequeueTicket is Requeue, recording in [HeaderSlotPolicy] the fingerprint
+// of the policy slot was booked under (removed when slot is zero or policy
+// is ""), so that the job can tell, when it comes back, whether its ticket
+// still stands: a limit changed at runtime voids tickets booked under the old
+// one.
+func (c *Client) RequeueTicket(ctx context.Context, t *asynq.Task, delay time.Duration, slot time.Time, policy string) (*asynq.TaskInfo, error) {
 	if t == nil {
 		return nil, errors.New("queue: requeue: nil task")
 	}
@@ -79,6 +88,10 @@ func (c *Client) Requeue(ctx context.Context, t *asynq.Task, delay time.Duration
 		m.ThrottledSince = c.now()
 	}
 	m.Slot = slot
+	m.SlotPolicy = ""
+	if !slot.IsZero() {
+		m.SlotPolicy = policy
+	}
 
 	// The copy keeps what is left of the retry budget: asynq's, or the job's
 	// own plus the spare that Client.Enqueue gave asynq.

@@ -89,7 +89,11 @@ func (p *Pool) comeBack(ctx context.Context, j *job, delay time.Duration, slot t
 		attribute.Float64("sluice.delay_s", delay.Seconds()),
 		attribute.Bool("sluice.ticket", !slot.IsZero())))
 	p.requeued(ctx, j.rt, why)
-	if _, err := p.client.Requeue(ctx, j.task, delay, slot); err != nil {
+	fp := ""
+	if j.pol != nil {
+		fp = j.pol.fp
+	}
+	if _, err := p.client.RequeueTicket(ctx, j.task, delay, slot, fp); err != nil {
 		j.log.Error("workers: queue store (asynq's Redis) unavailable: cannot send the job back; asynq's retry path takes it",
 			"reason", why.String(), "delay", delay, "err", err)
 		return queue.Throttled(delay, fmt.Sprintf("workers: %s: sending the job back failed: %v", why, err))

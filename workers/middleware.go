@@ -64,14 +64,8 @@ func (p *Pool) process(ctx context.Context, task *asynq.Task) error {
 	if j.pol == nil {
 		return p.run(ctx, j)
 	}
-	var err error
-	if j.buckets, j.key, err = j.pol.buckets(task, j.meta); err != nil {
+	if err := p.bind(j); err != nil {
 		return p.archive(ctx, j, permanent(err))
-	}
-	if j.pol.InFlight > 0 {
-		if j.sem, err = j.pol.inFlightKey(j.key); err != nil {
-			return p.archive(ctx, j, permanent(err))
-		}
 	}
 	// A ticket is good once: a job asynq runs again after a failure has
 	// spent it, and takes its turn anew.
@@ -79,6 +73,34 @@ func (p *Pool) process(ctx context.Context, task *asynq.Task) error {
 		return p.redeem(ctx, j)
 	}
 	return p.acquire(ctx, j)
+}
+
+// bind works out job j's buckets and in-flight semaphore under j.pol.
+func (p *Pool) bind(j *job) error {
+	var err error
+	if j.buckets, j.key, err = j.pol.buckets(j.task, j.meta); err != nil {
+		return err
+	}
+	j.sem = ""
+	if j.pol.InFlight > 0 {
+		if j.sem, err = j.pol.inFlightKey(j.key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rebound reports whether job j's policy was replaced (SetPolicy) since it
+// began, and if so moves it to the new one: a turn booked under the old
+// limits is void, and the job takes a new one.
+func (p *Pool) rebound(j *job) (bool, error) {
+	cur := j.rt.pol.Load()
+	if cur == nil || cur == j.pol || cur.fp == j.pol.fp {
+		return false, nil
+	}
+	j.log.Debug("workers: the limit changed since the job booked its turn; taking a new one")
+	j.pol = cur
+	return true, p.bind(j)
 }
 
 func (p *Pool) newJob(ctx context.Context, task *asynq.Task, rt *route) *job {
@@ -162,7 +184,7 @@ func (p *Pool) acquire(ctx context.Context, j *job) error {
 
 	wctx, cancel := context.WithCancel(tctx)
 	defer cancel()
-	w := &waiter{slot: r.Time(), cancel: cancel, done: make(chan struct{})}
+	w := &waiter{policy: j.rt.name, slot: r.Time(), cancel: cancel, done: make(chan struct{})}
 	if !p.addWaiter(w) { // the pool began to stop since budget was read
 		cancel()
 	}
@@ -175,6 +197,13 @@ func (p *Pool) acquire(ctx context.Context, j *job) error {
 		if ctx.Err() != nil {
 			p.outcome(ctx, j.rt, outFailed)
 			return ctx.Err()
+		}
+		if !p.stopping() {
+			if moved, berr := p.rebound(j); berr != nil {
+				return p.archive(ctx, j, permanent(berr))
+			} else if moved { // SetPolicy woke it: its tokens went back
+				return p.acquire(ctx, j)
+			}
 		}
 		return p.comeBack(ctx, j, shutdownDelay, time.Time{}, reasonShutdown)
 	}
@@ -213,6 +242,11 @@ func (p *Pool) notReserved(ctx context.Context, j *job, err error) error {
 // could have been early sends it back again keeping the ticket, as does a
 // pool that stops while it sleeps.
 func (p *Pool) redeem(ctx context.Context, j *job) error {
+	if j.meta.SlotPolicy != "" && j.meta.SlotPolicy != j.pol.fp {
+		// Booked under limits that were changed since (SetPolicy): void.
+		j.log.Debug("workers: the limit changed since the ticket was booked; taking a new turn")
+		return p.acquire(ctx, j)
+	}
 	slot := j.meta.Slot
 	wait := time.Until(slot)
 	if -wait > lateTicket {
@@ -258,6 +292,11 @@ func (p *Pool) redeem(ctx context.Context, j *job) error {
 	case err != nil:
 		p.outcome(ctx, j.rt, outFailed)
 		return err
+	}
+	if moved, err := p.rebound(j); err != nil {
+		return p.archive(ctx, j, permanent(err))
+	} else if moved {
+		return p.acquire(ctx, j)
 	}
 	if sent, err := p.heedCooldown(ctx, j); sent {
 		return err

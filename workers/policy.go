@@ -3,7 +3,9 @@ package workers
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -90,6 +92,15 @@ type policy struct {
 	global  throttle.Policy      // Policy.Global, nil if none
 	maxWait time.Duration        // Policy.MaxWait or Config.MaxWait
 	slots   throttle.Concurrency // InFlight and InFlightLease; Max 0 without InFlight
+	fp      string               // fingerprint of the limits, for the tickets booked under them
+}
+
+// fingerprint names the limits of p (policies, cost, in-flight bound) in a
+// short string: a ticket booked under other limits is void.
+func fingerprint(p *policy) string {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%#v|%#v|%d|%#v", p.Limit, p.global, p.Cost, p.slots)
+	return strconv.FormatUint(h.Sum64(), 36)
 }
 
 // newPolicy checks pol and returns a copy of it, with defaultWait as its
@@ -145,6 +156,7 @@ func newPolicy(pol Policy, defaultWait time.Duration) (*policy, error) {
 	} else {
 		p.Global = nil
 	}
+	p.fp = fingerprint(p)
 	return p, nil
 }
 

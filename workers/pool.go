@@ -174,8 +174,12 @@ func (p *Pool) newRoute(taskType string, h asynq.Handler, pol *Policy) (*route, 
 
 // SetPolicy replaces, while the pool runs, the policy of every task type
 // registered under the policy named name: jobs that begin from then on take
-// their turns under pol, and jobs already waiting keep the policy they began
-// with. pol.Name must be name or empty. It is how runtime limits reach a
+// their turns under pol; jobs waiting in this pool for a turn booked under
+// the old limits give it back and book a new one, and a ticket booked under
+// them (here or on another host running the same change) is void when its
+// job comes back, which then books a new turn. Turns booked under the old
+// limits are otherwise left in the bucket: reset it (Limiter.Reset) for the
+// new limits to start from a full bucket. pol.Name must be name or empty. It is how runtime limits reach a
 // running pool (cmd/worker applies `sluice set` with it). The policy is
 // checked as Handle checks it; an error leaves the old one in place.
 func (p *Pool) SetPolicy(name string, pol Policy) error {
@@ -200,6 +204,16 @@ func (p *Pool) SetPolicy(name string, pol Policy) error {
 			rt.pol.Store(pp)
 		}
 	}
+	// Jobs waiting here for a turn booked under the old limits give it back
+	// and book anew (see acquire); tickets booked under them are void when
+	// their jobs come back (see redeem).
+	p.wmu.Lock()
+	for w := range p.waiters {
+		if w.policy == name {
+			w.cancel()
+		}
+	}
+	p.wmu.Unlock()
 	return nil
 }
 

@@ -79,6 +79,7 @@ func (p *Pool) stopping() bool { return p.closing.Load() }
 
 // waiter is a job waiting in this process for a turn it has reserved.
 type waiter struct {
+	policy string // the route's policy name, for SetPolicy
 	slot   time.Time
 	cancel context.CancelFunc // ends the wait: the reservation's tokens go back
 	done   chan struct{}      // closed when the wait is over, tokens given back or used

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/limitspec"
 )
 
 func cmdLimits(ctx context.Context, f *fleet, opts options, _ []string, out io.Writer) error {
@@ -57,16 +58,28 @@ func cmdSet(ctx context.Context, f *fleet, _ options, args []string, out io.Writ
 
 // cmdSetBy sets the runtime limit spec, logged as set by by.
 func cmdSetBy(ctx context.Context, f *fleet, spec, by string, out io.Writer) error {
-	sp, err := f.ctl.Set(ctx, spec, by)
+	parsed, err := limitspec.Parse(spec)
 	if err != nil {
 		return cli.Usagef("%w", err)
+	}
+	old, err := f.effective(ctx, parsed.Type)
+	if err != nil {
+		return err
+	}
+	sp, err := f.ctl.SetThen(ctx, spec, by, func(limitspec.Spec) error { return f.restart(ctx, old) })
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(out, "set %s (runtime); every worker applies it within a second\n", sp.String())
 	return nil
 }
 
 func cmdUnset(ctx context.Context, f *fleet, _ options, args []string, out io.Writer) error {
-	had, err := f.ctl.Unset(ctx, args[0])
+	old, err := f.effective(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	had, err := f.ctl.UnsetThen(ctx, args[0], func() error { return f.restart(ctx, old) })
 	if err != nil {
 		return err
 	}

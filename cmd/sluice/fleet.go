@@ -247,3 +247,42 @@ func perSecond(p throttle.Policy) float64 {
 	}
 	return n / per.Seconds()
 }
+
+// effective is the limit the fleet applies to typ now, if any: the runtime
+// one, else what the workers report.
+func (f *fleet) effective(ctx context.Context, typ string) (*limitspec.Spec, error) {
+	views, _, err := f.limits(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range views {
+		if v.Type == typ {
+			if sp, err := limitspec.Parse(v.Spec); err == nil {
+				return &sp, nil
+			}
+		}
+	}
+	return nil, nil
+}
+
+// restart empties the bucket of the limit old, when a runtime change replaces
+// it, so that the new limit starts from a full bucket instead of behind the
+// turns booked under the old one (the workers void those: see
+// workers.Pool.SetPolicy). A cooldown in place is kept. A limit with a key
+// template has a bucket per key, which are left as they are.
+func (f *fleet) restart(ctx context.Context, old *limitspec.Spec) error {
+	if old == nil || old.Key != "" {
+		return nil
+	}
+	left, err := f.lim.CooldownLeft(ctx, old.Type)
+	if err != nil {
+		return err
+	}
+	if err := f.lim.Reset(ctx, old.Type, old.Limit); err != nil {
+		return err
+	}
+	if left > 0 {
+		_, err = f.lim.Cooldown(ctx, old.Type, old.Limit, left)
+	}
+	return err
+}

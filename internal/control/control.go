@@ -64,6 +64,14 @@ type Entry struct {
 // its type and tells the workers. A spec that does not parse is refused, and
 // nothing is stored.
 func (c *Control) Set(ctx context.Context, spec, by string) (limitspec.Spec, error) {
+	return c.SetThen(ctx, spec, by, nil)
+}
+
+// SetThen is Set, calling then (if not nil) after the limit is stored and
+// before the workers are told: the sluice command resets the type's bucket
+// there. An error from then is returned, and the workers are told anyway
+// (they read the stored limit at their next poll in any case).
+func (c *Control) SetThen(ctx context.Context, spec, by string, then func(limitspec.Spec) error) (limitspec.Spec, error) {
 	sp, err := limitspec.Parse(spec)
 	if err != nil {
 		return limitspec.Spec{}, err
@@ -75,17 +83,31 @@ func (c *Control) Set(ctx context.Context, spec, by string) (limitspec.Spec, err
 	if err := c.rdb.HSet(ctx, c.limitsKey(), sp.Type, b).Err(); err != nil {
 		return limitspec.Spec{}, err
 	}
-	return sp, c.rdb.Publish(ctx, c.changesChannel(), sp.Type).Err()
+	var thenErr error
+	if then != nil {
+		thenErr = then(sp)
+	}
+	return sp, errors.Join(thenErr, c.rdb.Publish(ctx, c.changesChannel(), sp.Type).Err())
 }
 
 // Unset removes the runtime limit of typ, if any, and tells the workers; it
 // reports whether there was one.
 func (c *Control) Unset(ctx context.Context, typ string) (bool, error) {
+	return c.UnsetThen(ctx, typ, nil)
+}
+
+// UnsetThen is Unset, calling then (if not nil) after the limit is removed
+// and before the workers are told, as SetThen does.
+func (c *Control) UnsetThen(ctx context.Context, typ string, then func() error) (bool, error) {
 	n, err := c.rdb.HDel(ctx, c.limitsKey(), typ).Result()
 	if err != nil {
 		return false, err
 	}
-	return n > 0, c.rdb.Publish(ctx, c.changesChannel(), typ).Err()
+	var thenErr error
+	if then != nil && n > 0 {
+		thenErr = then()
+	}
+	return n > 0, errors.Join(thenErr, c.rdb.Publish(ctx, c.changesChannel(), typ).Err())
 }
 
 // Limits returns the runtime limits by type. An entry that no longer parses
