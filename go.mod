@@ -1,9 +1,10 @@
 module github.com/sluicehq/sluice
 
-go 1.24.0
+go 1.25
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/chromedp/chromedp v0.23.0
 	github.com/hibiken/asynq v0.26.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/redis/go-redis/v9 v9.22.0
@@ -24,6 +25,8 @@ require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/chromedp/cdproto v0.159.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect

@@ -60,12 +60,13 @@ function draw(st) {
     const tokens = l.keyed ? "per key" : (l.tokens === undefined ? "-" : l.tokens);
     const cool = el("td", l.cooldown_s > 0 ? { class: "cooling" } : {}, seconds(l.cooldown_s));
     return el("tr", { "data-type": l.type },
-      el("td", {}, l.type), el("td", {}, l.spec),
-      el("td", {}, l.source + (l.set_by ? ` (${l.set_by})` : "")),
+      el("td", {}, l.type),
       el("td", {}, spark(h, l.rate_per_s), ` ${l.grants_per_s.toFixed(1)} of ${l.rate_per_s.toFixed(1)}${l.keyed ? " per key" : ""}`),
       el("td", { class: "num" }, tokens), cool,
       el("td", { class: "num" }, l.waiting),
       el("td", { class: "num" }, l.queued === undefined ? "-" : `${l.queued} (${(l.queues || []).join(", ")})`),
+      el("td", {}, l.spec),
+      el("td", {}, l.source + (l.set_by ? ` (${l.set_by})` : "")),
       el("td", { class: "num" }, l.workers + (l.conflict ? " (specs differ)" : "")));
   }));
   fill("workers", st.workers.map(w => el("tr", {},
