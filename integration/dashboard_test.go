@@ -5,7 +5,6 @@ import (
 	"context"
 	"net/http"
 	"os"
-	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,24 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/browsertest"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
-
-// browserPath is the headless Chromium scripts/test installs (SLUICE_BROWSER);
-// without one the test is skipped, unless SLUICE_BROWSER names one.
-func browserPath(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("SLUICE_BROWSER"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Skip("no headless browser: scripts/test installs chromium")
-	return ""
-}
 
 // startDashboard runs the built `sluice dashboard` on a free port and
 // returns its address.
@@ -60,7 +44,7 @@ func startDashboard(t *testing.T, srv *redistest.Server, token string) string {
 // and workers, its figures move as jobs run, and a limit set through the
 // page's form (with the token) is obeyed by the fleet.
 func TestDashboardDrivesTheFleet(t *testing.T) {
-	chrome := browserPath(t)
+	chrome := browsertest.Path(t)
 	srv := redistest.Start(t)
 	insp := newInspector(t, srv)
 	up := newUpstream(t, upstreamConfig{})

@@ -264,8 +264,3 @@ func checkPayload(taskType string, payload []byte) error {
 	}
 	return nil
 }
-
-// printUsage writes the usage text to w.
-func printUsage(w io.Writer) {
-	fmt.Fprint(w, usage)
-}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"sync"
@@ -33,17 +32,8 @@ var progressEvery = time.Second
 // interrupts. It returns the exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c, err := parseFlags(args, stdin)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		printUsage(stdout)
-		return cli.ExitOK
-	case errors.Is(err, cli.ErrVersion):
-		fmt.Fprintln(stdout, cli.Version(prog))
-		return cli.ExitOK
-	case err != nil:
-		cli.Report(stderr, prog, err)
-		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", prog)
-		return cli.ExitCode(err)
+	if code, done := cli.Parsed(err, prog, usage, stdout, stderr); done {
+		return code
 	}
 	r, err := cli.ParseRedis(c.redisURL)
 	if err != nil {

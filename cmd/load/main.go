@@ -133,17 +133,8 @@ failure (no Redis), 2 bad usage.
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c, err := parseFlags(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(stdout, usage)
-		return cli.ExitOK
-	case errors.Is(err, cli.ErrVersion):
-		fmt.Fprintln(stdout, cli.Version(prog))
-		return cli.ExitOK
-	case err != nil:
-		cli.Report(stderr, prog, err)
-		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", prog)
-		return cli.ExitCode(err)
+	if code, done := cli.Parsed(err, prog, usage, stdout, stderr); done {
+		return code
 	}
 
 	opt, stopServer, err := redisOptions(c.redisURL, stderr)

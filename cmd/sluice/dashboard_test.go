@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/browsertest"
 	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/queue"
@@ -132,28 +132,11 @@ func mustPolicy(t *testing.T, f *fleet, typ string) throttle.Policy {
 	return p
 }
 
-// browser is the headless Chromium the test script installs (its path in
-// SLUICE_BROWSER); without it the test is skipped, unless SLUICE_BROWSER
-// names one, which must then work.
-func browser(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("SLUICE_BROWSER"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Skip("no headless browser: scripts/test installs chromium")
-	return ""
-}
-
 // The page, in a real headless browser at a phone's width, shows the live
 // state: the limit with its spec, the worker, the queue's depth, and the
 // read-only notice; its script ran (no row is in the HTML it was served).
 func TestDashboardInBrowser(t *testing.T) {
-	chrome := browser(t)
+	chrome := browsertest.Path(t)
 	hs, _ := newDashboard(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -168,7 +167,7 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 		}
 		sp, err := limitspec.Parse(v.Spec)
 		if err == nil {
-			v.Policy = policyName(sp.Limit)
+			v.Policy = limitspec.PolicyName(sp.Limit)
 			v.RatePerS = perSecond(sp.Limit)
 			v.Keyed = sp.Key != ""
 			if !v.Keyed {
@@ -211,41 +210,13 @@ func (f *fleet) policyOf(ctx context.Context, key, typ string) (throttle.Policy,
 	return nil, cli.Usagef("no limit for type %q in the fleet (no runtime limit, no worker reports one); see sluice limits", typ)
 }
 
-// policyName is a policy's name in the --limit grammar.
-func policyName(p throttle.Policy) string {
-	switch p.(type) {
-	case throttle.FixedWindow:
-		return "fixed-window"
-	case throttle.SlidingLog:
-		return "sliding-log"
-	case throttle.SlidingWindow:
-		return "sliding-window"
-	case throttle.LeakyBucket:
-		return "leaky-bucket"
-	}
-	return "token-bucket"
-}
-
 // perSecond is a policy's rate in grants per second.
 func perSecond(p throttle.Policy) float64 {
-	var n float64
-	var per time.Duration
-	switch p := p.(type) {
-	case throttle.Limit:
-		n, per = p.Rate, p.Period
-	case throttle.LeakyBucket:
-		n, per = p.Rate, p.Period
-	case throttle.FixedWindow:
-		n, per = float64(p.Max), p.Window
-	case throttle.SlidingLog:
-		n, per = float64(p.Max), p.Window
-	case throttle.SlidingWindow:
-		n, per = float64(p.Max), p.Window
+	rate, period := limitspec.RateOf(p)
+	if period <= 0 {
+		return 0
 	}
-	if per <= 0 {
-		per = time.Second
-	}
-	return n / per.Seconds()
+	return rate / period.Seconds()
 }
 
 // effective is the limit the fleet applies to typ now, if any: the runtime

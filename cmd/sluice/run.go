@@ -141,18 +141,12 @@ var commands = map[string]command{
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opts, pos, err := parseArgs(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(stdout, usage)
-		return cli.ExitOK
-	case errors.Is(err, cli.ErrVersion):
-		fmt.Fprintln(stdout, cli.Version(prog))
-		return cli.ExitOK
-	case err == nil && len(pos) == 0:
-		err = cli.Usagef("no command: want limits, set, unset, inspect, reset, cooldown, workers or dashboard")
-	}
 	var cmd command
-	if err == nil {
+	switch {
+	case err != nil:
+	case len(pos) == 0:
+		err = cli.Usagef("no command: want limits, set, unset, inspect, reset, cooldown, workers or dashboard")
+	default:
 		var ok bool
 		if cmd, ok = commands[pos[0]]; !ok {
 			err = cli.Usagef("unknown command %q: want limits, set, unset, inspect, reset, cooldown, workers or dashboard", pos[0])
@@ -160,10 +154,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			err = cli.Usagef("%s takes %s", pos[0], describeArgs(cmd.args))
 		}
 	}
-	if err != nil {
-		cli.Report(stderr, prog, err)
-		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", prog)
-		return cli.ExitCode(err)
+	if code, done := cli.Parsed(err, prog, usage, stdout, stderr); done {
+		return code
 	}
 	f, err := connect(ctx, opts)
 	if err != nil {

@@ -357,11 +357,6 @@ func parseFailurePolicy(s string) (throttle.FailurePolicy, error) {
 	return 0, cli.Usagef("--failure-policy %q: want closed, open or local", s)
 }
 
-// printUsage writes the usage text to w.
-func printUsage(w io.Writer) {
-	fmt.Fprint(w, usage)
-}
-
 // parseHosts reads --http-hosts: host names or addresses, comma-separated,
 // without scheme, port or path; "" means any host.
 func parseHosts(list string) ([]string, error) {

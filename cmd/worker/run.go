@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -35,17 +33,8 @@ const (
 // should stop, and context.Cause(ctx) says why. It returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c, err := parseFlags(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		printUsage(stdout)
-		return cli.ExitOK
-	case errors.Is(err, cli.ErrVersion):
-		fmt.Fprintln(stdout, cli.Version(prog))
-		return cli.ExitOK
-	case err != nil:
-		cli.Report(stderr, prog, err)
-		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", prog)
-		return cli.ExitCode(err)
+	if code, done := cli.Parsed(err, prog, usage, stdout, stderr); done {
+		return code
 	}
 	limits, err := loadLimits(c.limits, c.limitsFile)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/sluicehq/sluice/internal/limitspec"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/workers"
 )
@@ -99,22 +100,10 @@ func (r *rates) total(now time.Time) string {
 	return strings.Join(parts, ", ")
 }
 
-// rateOf is a policy's rate as its spec writes it: a token or leaky bucket's
-// Rate per Period, a window policy's Max per Window.
+// rateOf is a policy's rate as its spec writes it (limitspec.RateOf), with
+// a period of a second for a policy a spec cannot name.
 func rateOf(p throttle.Policy) (float64, time.Duration) {
-	rate, period := 0.0, time.Duration(0)
-	switch p := p.(type) {
-	case throttle.Limit:
-		rate, period = p.Rate, p.Period
-	case throttle.LeakyBucket:
-		rate, period = p.Rate, p.Period
-	case throttle.FixedWindow:
-		rate, period = float64(p.Max), p.Window
-	case throttle.SlidingLog:
-		rate, period = float64(p.Max), p.Window
-	case throttle.SlidingWindow:
-		rate, period = float64(p.Max), p.Window
-	}
+	rate, period := limitspec.RateOf(p)
 	if period == 0 {
 		period = time.Second
 	}

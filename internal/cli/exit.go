@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -68,4 +69,24 @@ func Prog() string {
 // that can be tested returns errors instead.
 func Fatalf(format string, args ...any) {
 	os.Exit(Report(os.Stderr, Prog(), fmt.Errorf(format, args...)))
+}
+
+// Parsed handles what a command's flag parsing returned: for flag.ErrHelp
+// it prints usage to stdout, for ErrVersion the command's Version, and for
+// another error it reports it with a pointer to --help; done says whether
+// the command ends there, with code. A nil err is not done.
+func Parsed(err error, prog, usage string, stdout, stderr io.Writer) (code int, done bool) {
+	switch {
+	case err == nil:
+		return ExitOK, false
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		return ExitOK, true
+	case errors.Is(err, ErrVersion):
+		fmt.Fprintln(stdout, Version(prog))
+		return ExitOK, true
+	}
+	Report(stderr, prog, err)
+	fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", prog)
+	return ExitCode(err), true
 }

@@ -161,3 +161,24 @@ func validatePolicy(what string, p throttle.Policy) error {
 	}
 	return invalidf("%s%v", what, err)
 }
+
+// RateOf is p's RATE/UNIT as a spec writes it: a token or leaky bucket's
+// Rate per Period, a window policy's Max per Window; (0, 0) for a policy a
+// spec cannot name.
+func RateOf(p throttle.Policy) (rate float64, period time.Duration) {
+	_, rate, period = shapeOf(p)
+	return rate, period
+}
+
+// PolicyName is the policy= name of p ("token-bucket", ...); "" for a
+// policy a spec cannot name.
+func PolicyName(p throttle.Policy) string {
+	sh, _, period := shapeOf(p)
+	switch {
+	case period == 0:
+		return ""
+	case sh.policy == "":
+		return TokenBucket
+	}
+	return sh.policy
+}
