@@ -87,6 +87,13 @@ func (s *fbStore) peek(ctx context.Context, prefix string, b Bucket) (State, err
 	return s.mem.peek(ctx, prefix, b)
 }
 
+func (s *fbStore) adapt(ctx context.Context, prefix, key string, o adaptOp) (AdaptState, error) {
+	if s.down.Load() {
+		return AdaptState{}, &StoreError{Op: "adapt", Err: errConnRefused}
+	}
+	return s.mem.adapt(ctx, prefix, key, o)
+}
+
 func (s *fbStore) reset(ctx context.Context, prefix string, b Bucket) error {
 	s.cooldowns.Add(1)
 	if s.down.Load() {

@@ -21,6 +21,7 @@ type MemoryStore struct {
 	markers   map[string]int64     // refund marker → expiry, µs
 	cooldowns map[memKey]int64     // a cooldown's end by bucket name (kind unset), µs
 	sems      *memSems             // semaphores of Concurrency and their waiting Holds (memory_hold.go)
+	adapts    map[memKey]*memAdapt // adaptive buckets' effective rates (kind unset)
 }
 
 // memKey names a key's state: a bucket name under a prefix, and its policy's
@@ -53,7 +54,8 @@ func (e *memEntry) idleAt(now int64) bool {
 func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 	c := newStoreConfig(opts)
 	return &MemoryStore{clock: c.clock, start: time.Now(), entries: make(map[memKey]*memEntry),
-		markers: make(map[string]int64), cooldowns: make(map[memKey]int64), sems: newMemSems()}
+		markers: make(map[string]int64), cooldowns: make(map[memKey]int64), sems: newMemSems(),
+		adapts: make(map[memKey]*memAdapt)}
 }
 
 func (m *MemoryStore) configErr() error { return nil }

@@ -41,10 +41,13 @@ var (
 	cooldownLua string
 	//go:embed lua/peek.lua
 	peekLua string
+	//go:embed lua/adapt.lua
+	adaptLua string
 	//go:embed lua/cooldown_left.lua
 	cooldownLeftLua string
 
 	cooldownLeftScript = newScript(cooldownLeftLua)
+	adaptScript        = newScript(adaptLua)
 )
 
 // scriptOp is a bucket script's operation.

@@ -21,6 +21,8 @@ type Store interface {
 	peek(ctx context.Context, prefix string, b Bucket) (State, error)
 	// reset forgets the bucket's state, holes and cooldown.
 	reset(ctx context.Context, prefix string, b Bucket) error
+	// adapt reads or moves an adaptive bucket's effective rate (lua/adapt.lua).
+	adapt(ctx context.Context, prefix, key string, o adaptOp) (AdaptState, error)
 	// configErr is why the store cannot be used, or nil (NewLimiter reports it).
 	configErr() error
 }

@@ -1,0 +1,167 @@
+package throttle
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Why an adaptive bucket's rate last moved (AdaptState.Reason).
+const (
+	adaptCeiling  = "ceiling"  // never moved: the configured rate
+	adaptRefused  = "429"      // lowered after the upstream refused a request
+	adaptHeader   = "header"   // set from a quota the upstream announced
+	adaptRecovery = "recovery" // raised back toward the ceiling after successes
+)
+
+// Adaptive is a token bucket whose rate the fleet learns from the upstream
+// it protects: Ceiling is the configured limit, the most it ever grants; the
+// effective rate, kept in the store beside the bucket and shared by every
+// process, falls when the upstream refuses a request and climbs back while
+// requests succeed, never below Floor. See docs/adaptive.md for the law.
+//
+// Use it with Limiter.AdaptiveLimit, which returns the Limit to take tokens
+// under now, and Limiter.Report, which tells the store how the upstream
+// answered; workers.Policy.Adapt and httplimit.Transport.Adapt do both.
+type Adaptive struct {
+	Ceiling Limit
+	// Floor is the least effective rate, per Ceiling.Period; 0 means a tenth
+	// of the ceiling.
+	Floor float64
+}
+
+// The control law's constants (docs/adaptive.md).
+const (
+	// adaptBeta is the multiplicative decrease after a refusal, unless the
+	// successes since the last change show a lower rate.
+	adaptBeta = 0.7
+	// adaptAlpha is the additive increase per adaptStep of success, as a
+	// fraction of the ceiling.
+	adaptAlpha = 0.05
+	adaptStep  = time.Second
+	// adaptHold is an overload episode: refusals within it of the first
+	// lower the rate once, however many processes see them.
+	adaptHold = time.Second
+	// adaptTTL forgets an idle bucket's learned rate: it starts again from
+	// the ceiling.
+	adaptTTL = time.Hour
+)
+
+// AdaptState is an adaptive bucket's effective rate.
+type AdaptState struct {
+	Rate   float64       // per Ceiling.Period
+	Reason string        // why it last moved: ceiling, 429, header or recovery
+	Age    time.Duration // since it last moved
+}
+
+// Validate checks a, as Limit.Validate checks a limit.
+func (a Adaptive) Validate() error {
+	if err := a.Ceiling.Validate(); err != nil {
+		return err
+	}
+	if a.Floor < 0 || math.IsNaN(a.Floor) || a.Floor > a.Ceiling.Rate {
+		return invalidf("Adaptive: floor %g must be from 0 to the ceiling's rate %g", a.Floor, a.Ceiling.Rate)
+	}
+	return nil
+}
+
+func (a Adaptive) floor() float64 {
+	if a.Floor > 0 {
+		return a.Floor
+	}
+	return a.Ceiling.Rate / 10
+}
+
+// limitAt is the token bucket at effective rate r: the ceiling's burst
+// scaled down with the rate, at least 1.
+func (a Adaptive) limitAt(r float64) Limit {
+	l := a.Ceiling
+	if r < l.Rate {
+		l.Burst = max(1, int(math.Floor(float64(l.Burst)*r/l.Rate)))
+		l.Rate = r
+	}
+	return l
+}
+
+func (a Adaptive) op(name string, n float64) adaptOp {
+	period := a.Ceiling.Period
+	if period == 0 {
+		period = time.Second
+	}
+	return adaptOp{op: name, ceiling: a.Ceiling.Rate, floor: a.floor(), n: n,
+		period: int64(period / time.Microsecond), hold: int64(adaptHold / time.Microsecond),
+		step: int64(adaptStep / time.Microsecond), alpha: adaptAlpha, beta: adaptBeta,
+		ttlMillis: adaptTTL.Milliseconds()}
+}
+
+// Answer is how an upstream answered one or more requests made under an
+// adaptive bucket, for Limiter.Report.
+type Answer struct {
+	// Refused: the upstream refused a request for its rate (429, or 503 with
+	// Retry-After).
+	Refused bool
+	// Succeeded counts requests it served.
+	Succeeded int
+	// Quota, if positive, is the rate the upstream announced (RateLimit
+	// headers), per Ceiling.Period: the fleet adopts it, up to the ceiling.
+	Quota float64
+}
+
+// AdaptiveLimit returns the Limit that bucket key takes tokens under now: a's
+// ceiling at the fleet's effective rate (its burst scaled with it), and that
+// rate's state. It reads the store, taking nothing.
+func (l *Limiter) AdaptiveLimit(ctx context.Context, key string, a Adaptive) (Limit, AdaptState, error) {
+	st, err := l.adapt(ctx, key, a, a.op("read", 0))
+	if err != nil {
+		return a.Ceiling, st, err
+	}
+	return a.limitAt(st.Rate), st, nil
+}
+
+// Report tells the store how the upstream answered requests made under
+// bucket key's adaptive limit a: a refusal lowers the effective rate (once
+// per overload episode, for the whole fleet), successes raise it back toward
+// the ceiling, an announced quota sets it. It returns the state after.
+func (l *Limiter) Report(ctx context.Context, key string, a Adaptive, ans Answer) (AdaptState, error) {
+	var st AdaptState
+	var err error
+	if ans.Quota > 0 {
+		if st, err = l.adapt(ctx, key, a, a.op("announce", ans.Quota)); err != nil {
+			return st, err
+		}
+	}
+	if ans.Refused {
+		if st, err = l.adapt(ctx, key, a, a.op("refused", 0)); err != nil {
+			return st, err
+		}
+	}
+	if ans.Succeeded > 0 {
+		st, err = l.adapt(ctx, key, a, a.op("ok", float64(ans.Succeeded)))
+	}
+	return st, err
+}
+
+func (l *Limiter) adapt(ctx context.Context, key string, a Adaptive, o adaptOp) (AdaptState, error) {
+	if l.err != nil {
+		return AdaptState{}, l.err
+	}
+	if err := checkName(key); err != nil {
+		return AdaptState{}, err
+	}
+	if err := a.Validate(); err != nil {
+		return AdaptState{}, err
+	}
+	var st AdaptState
+	_, local, _, err := l.storeCall(ctx, "adapt", func() (err error) {
+		st, err = l.store.adapt(ctx, l.cfg.prefix, key, o)
+		return err
+	})
+	if local { // the store is down under FailLocal: the ceiling, this process's share
+		return AdaptState{Rate: a.Ceiling.Rate, Reason: adaptCeiling}, nil
+	}
+	if err != nil {
+		return AdaptState{Rate: a.Ceiling.Rate, Reason: adaptCeiling}, fmt.Errorf("throttle: adaptive %s: %w", key, err)
+	}
+	return st, nil
+}
