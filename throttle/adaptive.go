@@ -33,16 +33,23 @@ type Adaptive struct {
 
 // The control law's constants (docs/adaptive.md).
 const (
-	// adaptBeta is the multiplicative decrease after a refusal, unless the
-	// successes since the last change show a lower rate.
-	adaptBeta = 0.7
-	// adaptAlpha is the additive increase per adaptStep of success, as a
-	// fraction of the ceiling.
-	adaptAlpha = 0.05
+	// adaptBeta is the decrease after a refusal when the successes since the
+	// last change do not measure what the upstream let through.
+	adaptBeta = 0.6
+	// adaptGamma is the increase per adaptStep of success while the rate is
+	// under 80 % of the rate at the last measured refusal (or of the
+	// ceiling): the upstream's limit has likely risen, climb fast.
+	adaptGamma = 1.25
+	// adaptAlpha is the increase per adaptStep above that, as a fraction of
+	// the ceiling: probing near the last refusal, slowly.
+	adaptAlpha = 0.005
 	adaptStep  = time.Second
 	// adaptHold is an overload episode: refusals within it of the first
 	// lower the rate once, however many processes see them.
 	adaptHold = time.Second
+	// adaptQuiet is how long after a decrease the rate holds before it
+	// climbs again.
+	adaptQuiet = 2 * time.Second
 	// adaptTTL forgets an idle bucket's learned rate: it starts again from
 	// the ceiling.
 	adaptTTL = time.Hour
@@ -91,8 +98,8 @@ func (a Adaptive) op(name string, n float64) adaptOp {
 	}
 	return adaptOp{op: name, ceiling: a.Ceiling.Rate, floor: a.floor(), n: n,
 		period: int64(period / time.Microsecond), hold: int64(adaptHold / time.Microsecond),
-		step: int64(adaptStep / time.Microsecond), alpha: adaptAlpha, beta: adaptBeta,
-		ttlMillis: adaptTTL.Milliseconds()}
+		step: int64(adaptStep / time.Microsecond), alpha: adaptAlpha, beta: adaptBeta, gamma: adaptGamma,
+		ttlMillis: adaptTTL.Milliseconds(), quiet: int64(adaptQuiet / time.Microsecond)}
 }
 
 // Answer is how an upstream answered one or more requests made under an

@@ -7,14 +7,17 @@ import (
 
 // adaptState is the effective rate of an adaptive bucket, as lua/adapt.lua
 // keeps it in Redis: the rate per period, the µs of its last change and why,
-// and the successes counted since that change (from okAt).
+// the rate at the last refusal, and the successes counted since the last
+// change between the first and the latest report (okAt, okLast).
 type adaptState struct {
-	rate  float64
-	at    int64
-	why   string
-	ok    int64
-	okAt  int64
-	known bool
+	rate   float64
+	at     int64
+	why    string
+	peak   float64
+	ok     int64
+	okAt   int64
+	okLast int64
+	known  bool
 }
 
 // adaptOp is one event: read, refused, ok (n successes), announce (rate n).
@@ -22,37 +25,67 @@ type adaptOp struct {
 	op                 string
 	ceiling, floor, n  float64
 	period, hold, step int64 // µs
-	alpha, beta        float64
+	alpha, beta, gamma float64
 	ttlMillis          int64
+	quiet              int64 // µs: no increase so soon after a decrease
 }
 
 // apply is lua/adapt.lua in Go, for the MemoryStore: it moves s by op at now
 // and reports whether s changed (and must be stored).
 func (s *adaptState) apply(o adaptOp, now int64) bool {
 	if !s.known {
-		*s = adaptState{rate: o.ceiling, at: now, why: adaptCeiling, okAt: now, known: true}
+		*s = adaptState{rate: o.ceiling, at: now, why: adaptCeiling, known: true}
 	}
-	s.rate = math.Min(math.Max(s.rate, o.floor), o.ceiling)
+	clamp := func(r float64) float64 { return math.Min(math.Max(r, o.floor), o.ceiling) }
+	if s.why == adaptCeiling {
+		s.rate = o.ceiling // at the ceiling: follow it if it moves
+	}
+	s.rate = clamp(s.rate)
 	changed := false
 	set := func(rate float64, why string) {
-		s.rate, s.at, s.why, s.ok, s.okAt = math.Min(math.Max(rate, o.floor), o.ceiling), now, why, 0, now
+		s.rate, s.at, s.why, s.ok, s.okAt, s.okLast = clamp(rate), now, why, 0, 0, 0
 		changed = true
 	}
 	switch o.op {
 	case "refused":
 		if !(s.why == adaptRefused && now-s.at < o.hold) {
 			next := s.rate * o.beta
-			if s.ok >= 3 && now-s.okAt >= o.period/2 {
-				next = math.Min(next, 0.95*float64(s.ok)*float64(o.period)/float64(now-s.okAt))
+			s.peak = next
+			if s.ok >= 3 && s.okLast-s.okAt >= o.period/2 {
+				next = 0.9 * float64(s.ok) * float64(o.period) / float64(s.okLast-s.okAt)
+				s.peak = s.rate
 			}
-			set(next, adaptRefused)
+			set(math.Min(next, s.rate), adaptRefused)
 		}
 	case "ok":
-		s.ok += int64(o.n)
-		if s.rate < o.ceiling && s.why != adaptHeader && now-s.at >= o.step {
-			set(s.rate+o.alpha*o.ceiling*math.Floor(float64(now-s.at)/float64(o.step)), adaptRecovery)
+		if s.okAt == 0 {
+			s.okAt = now
 		} else {
-			changed = true
+			s.ok += int64(o.n)
+		}
+		s.okLast = now
+		changed = true
+		steps := (now - s.at) / o.step
+		if s.rate < o.ceiling && s.why != adaptHeader && steps >= 1 && !(s.why == adaptRefused && now-s.at < o.quiet) {
+			target := s.peak
+			if target <= 0 {
+				target = o.ceiling
+			}
+			next := s.rate
+			for range steps {
+				if next < 0.8*target {
+					next = math.Min(next*o.gamma, 0.8*target)
+				} else {
+					next += o.alpha * o.ceiling
+				}
+			}
+			ok, okAt, okLast := s.ok, s.okAt, s.okLast
+			if next >= o.ceiling {
+				set(o.ceiling, adaptCeiling)
+			} else {
+				set(next, adaptRecovery)
+			}
+			s.ok, s.okAt, s.okLast = ok, okAt, okLast
 		}
 	case "announce":
 		set(o.n, adaptHeader)
@@ -63,5 +96,5 @@ func (s *adaptState) apply(o adaptOp, now int64) bool {
 // args are op's ARGV after now, for lua/adapt.lua.
 func (o adaptOp) args() []any {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	return []any{o.op, f(o.ceiling), f(o.floor), f(o.n), o.period, o.hold, o.step, f(o.alpha), f(o.beta), o.ttlMillis}
+	return []any{o.op, f(o.ceiling), f(o.floor), f(o.n), o.period, o.hold, o.step, f(o.alpha), f(o.beta), o.ttlMillis, o.quiet, f(o.gamma)}
 }

@@ -41,11 +41,11 @@ func TestAdaptiveLaw(t *testing.T) {
 			require.NoError(t, err)
 			st, err = lim.Report(ctx, key, adaptive80, Answer{Refused: true})
 			require.NoError(t, err)
-			assert.InDelta(t, 47.5, st.Rate, 0.01, "0.95 × 50/s measured")
+			assert.InDelta(t, 44.1, st.Rate, 0.01, "0.9 × the 49/s measured from the first success on")
 			assert.Equal(t, "429", st.Reason)
 			l, _, err = lim.AdaptiveLimit(ctx, key, adaptive80)
 			require.NoError(t, err)
-			assert.InDelta(t, 47.5, l.Rate, 0.01)
+			assert.InDelta(t, 44.1, l.Rate, 0.01)
 			assert.Equal(t, 4, l.Burst, "the burst scales with the rate")
 
 			// More refusals in the same episode (other processes saw the same
@@ -53,24 +53,33 @@ func TestAdaptiveLaw(t *testing.T) {
 			clock.at(1_500_000)
 			st, err = lim.Report(ctx, key, adaptive80, Answer{Refused: true})
 			require.NoError(t, err)
-			assert.InDelta(t, 47.5, st.Rate, 0.01, "one decrease per episode")
+			assert.InDelta(t, 44.1, st.Rate, 0.01, "one decrease per episode")
 
-			// After the episode, a refusal with no successes to measure: ×0.7.
+			// After the episode, a refusal with no successes to measure: ×0.6,
+			// and that rate is the reference to probe from.
 			clock.at(2_100_000)
 			st, err = lim.Report(ctx, key, adaptive80, Answer{Refused: true})
 			require.NoError(t, err)
-			assert.InDelta(t, 33.25, st.Rate, 0.01)
+			assert.InDelta(t, 26.46, st.Rate, 0.01)
 
-			// Successes for 3 s: +5 % of the ceiling (4/s) per second.
+			// No climb within 2 s of a decrease.
+			clock.at(4_000_000)
+			st, err = lim.Report(ctx, key, adaptive80, Answer{Succeeded: 10})
+			require.NoError(t, err)
+			assert.InDelta(t, 26.46, st.Rate, 0.01, "quiet after a decrease")
+
+			// Then, per second since the decrease: +0.5 % of the ceiling (0.4/s)
+			// near the reference.
 			clock.at(5_100_000)
 			st, err = lim.Report(ctx, key, adaptive80, Answer{Succeeded: 10})
 			require.NoError(t, err)
-			assert.InDelta(t, 45.25, st.Rate, 0.01)
+			assert.InDelta(t, 27.66, st.Rate, 0.01, "+0.4 three times")
 			assert.Equal(t, "recovery", st.Reason)
-			clock.at(20_000_000)
+			clock.at(200_000_000)
 			st, err = lim.Report(ctx, key, adaptive80, Answer{Succeeded: 1})
 			require.NoError(t, err)
 			assert.InDelta(t, 80, st.Rate, 0.01, "back to the ceiling, never above")
+			assert.Equal(t, "ceiling", st.Reason, "and following it again")
 
 			// An announced quota is adopted, up to the ceiling; it does not
 			// drift up by itself.
@@ -78,7 +87,7 @@ func TestAdaptiveLaw(t *testing.T) {
 			require.NoError(t, err)
 			assert.InDelta(t, 50, st.Rate, 0.01)
 			assert.Equal(t, "header", st.Reason)
-			clock.at(30_000_000)
+			clock.at(230_000_000)
 			st, err = lim.Report(ctx, key, adaptive80, Answer{Succeeded: 100})
 			require.NoError(t, err)
 			assert.InDelta(t, 50, st.Rate, 0.01)
@@ -88,7 +97,7 @@ func TestAdaptiveLaw(t *testing.T) {
 
 			// Never below the floor.
 			for i := range 20 {
-				clock.at(40_000_000 + int64(i)*2_000_000)
+				clock.at(240_000_000 + int64(i)*2_000_000)
 				st, err = lim.Report(ctx, key, adaptive80, Answer{Refused: true})
 				require.NoError(t, err)
 			}
@@ -143,4 +152,39 @@ func TestAdaptiveInvalid(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalid)
 	_, err = lim.Report(context.Background(), "", adaptive80, Answer{Refused: true})
 	assert.ErrorIs(t, err, ErrInvalid)
+}
+
+// After a measured refusal the rate climbs fast (×1.25 a second) back to 80 %
+// of the rate that failed: an upstream whose limit rose again is found again
+// in seconds, then probed slowly.
+func TestAdaptiveRecoversFast(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	lim := NewLimiter(NewMemoryStore(WithClock(clock)))
+	clock.at(0)
+	_, err := lim.Report(ctx, "k", adaptive80, Answer{Succeeded: 1})
+	require.NoError(t, err)
+	clock.at(1_000_000)
+	_, err = lim.Report(ctx, "k", adaptive80, Answer{Succeeded: 20})
+	require.NoError(t, err)
+	st, err := lim.Report(ctx, "k", adaptive80, Answer{Refused: true})
+	require.NoError(t, err)
+	assert.InDelta(t, 18, st.Rate, 0.01, "0.9 × 20/s measured")
+	clock.at(6_000_000) // 5 s later: ×1.25 per second, up to 0.8 × 80
+	st, err = lim.Report(ctx, "k", adaptive80, Answer{Succeeded: 1})
+	require.NoError(t, err)
+	assert.InDelta(t, 18*1.25*1.25*1.25*1.25*1.25, st.Rate, 0.01)
+}
+
+// A bucket at its ceiling follows the ceiling when the limit is changed
+// (sluice set / unset), up or down.
+func TestAdaptiveFollowsTheCeiling(t *testing.T) {
+	ctx := context.Background()
+	lim := NewLimiter(NewMemoryStore())
+	_, err := lim.Report(ctx, "k", Adaptive{Ceiling: Limit{Rate: 20, Period: time.Second, Burst: 2}}, Answer{Succeeded: 5})
+	require.NoError(t, err)
+	l, st, err := lim.AdaptiveLimit(ctx, "k", adaptive80)
+	require.NoError(t, err)
+	assert.Equal(t, adaptive80.Ceiling, l)
+	assert.Equal(t, "ceiling", st.Reason)
 }

@@ -163,6 +163,9 @@ func (p *Pool) acquire(ctx context.Context, j *job) error {
 		return p.comeBack(ctx, j, shutdownDelay, time.Time{}, reasonShutdown)
 	}
 	budget := p.budget(ctx, j)
+	if j.pol.adaptive != nil {
+		p.effective(ctx, j)
+	}
 	tctx, span := p.tel.tracer.Start(ctx, "workers.throttle")
 	r, err := p.cfg.Limiter.ReserveAll(tctx, j.buckets, max(p.remaining(j), budget))
 	if err != nil {
@@ -365,6 +368,9 @@ func (p *Pool) run(ctx context.Context, j *job) error {
 func (p *Pool) result(ctx context.Context, j *job, err error) error {
 	if err == nil {
 		p.outcome(ctx, j.rt, outDone)
+		if j.pol != nil && j.pol.adaptive != nil {
+			p.adaptSucceeded(ctx, j)
+		}
 		return nil
 	}
 	var up *UpstreamError
@@ -414,6 +420,9 @@ func (p *Pool) upstream(ctx context.Context, j *job, up *UpstreamError) error {
 	}
 	trace.SpanFromContext(ctx).AddEvent("upstream refused", trace.WithAttributes(
 		attribute.Int("http.response.status_code", up.StatusCode), attribute.Float64("sluice.cooldown_s", d.Seconds())))
+	if j.pol != nil && j.pol.adaptive != nil {
+		p.adaptRefused(ctx, j)
+	}
 	if !cool {
 		j.log.Info("workers: upstream unavailable (503 without Retry-After); the job comes back later, the bucket goes on",
 			"status", up.StatusCode, "after", d, "reason", up.Reason)

@@ -70,6 +70,13 @@ type Policy struct {
 	// it dies: the lease is renewed every third of it while the handler
 	// runs. 0 means throttle.DefaultLease (30s); else from 100ms to 24h.
 	InFlightLease time.Duration
+	// Adapt makes the job's own bucket adaptive (throttle.Adaptive): Limit,
+	// which must then be a throttle.Limit, is the ceiling; an upstream's
+	// refusal (an *UpstreamError) lowers the fleet's effective rate for the
+	// bucket, and successful jobs raise it back. AdaptFloor is the least
+	// rate, per Limit's Period (0: a tenth of it).
+	Adapt      bool
+	AdaptFloor float64
 }
 
 // KeyFunc derives a job's bucket key from its task, e.g. a tenant id read
@@ -89,17 +96,18 @@ const (
 // policy is a checked copy of a Policy.
 type policy struct {
 	Policy
-	global  throttle.Policy      // Policy.Global, nil if none
-	maxWait time.Duration        // Policy.MaxWait or Config.MaxWait
-	slots   throttle.Concurrency // InFlight and InFlightLease; Max 0 without InFlight
-	fp      string               // fingerprint of the limits, for the tickets booked under them
+	adaptive *throttle.Adaptive   // when Adapt: the ceiling and floor of the own bucket
+	global   throttle.Policy      // Policy.Global, nil if none
+	maxWait  time.Duration        // Policy.MaxWait or Config.MaxWait
+	slots    throttle.Concurrency // InFlight and InFlightLease; Max 0 without InFlight
+	fp       string               // fingerprint of the limits, for the tickets booked under them
 }
 
 // fingerprint names the limits of p (policies, cost, in-flight bound) in a
 // short string: a ticket booked under other limits is void.
 func fingerprint(p *policy) string {
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%#v|%#v|%d|%#v", p.Limit, p.global, p.Cost, p.slots)
+	fmt.Fprintf(h, "%#v|%#v|%d|%#v|%v|%g", p.Limit, p.global, p.Cost, p.slots, p.Adapt, p.AdaptFloor)
 	return strconv.FormatUint(h.Sum64(), 36)
 }
 
@@ -155,6 +163,17 @@ func newPolicy(pol Policy, defaultWait time.Duration) (*policy, error) {
 		p.global = pol.Global
 	} else {
 		p.Global = nil
+	}
+	if pol.Adapt {
+		l, ok := limitOf(pol.Limit)
+		if !ok {
+			return nil, fmt.Errorf("policy %q: Adapt needs a token bucket (throttle.Limit) as Limit, not %T", pol.Name, pol.Limit)
+		}
+		a := throttle.Adaptive{Ceiling: l, Floor: pol.AdaptFloor}
+		if err := a.Validate(); err != nil {
+			return nil, fmt.Errorf("policy %q: %w", pol.Name, err)
+		}
+		p.adaptive = &a
 	}
 	p.fp = fingerprint(p)
 	return p, nil
@@ -247,4 +266,17 @@ func (p *policy) derive(t *asynq.Task) (key string, err error) {
 		return "", fmt.Errorf("key %q is the name of the policy's global bucket", key)
 	}
 	return key, nil
+}
+
+// limitOf is p as a throttle.Limit, if it is one.
+func limitOf(p throttle.Policy) (throttle.Limit, bool) {
+	switch l := p.(type) {
+	case throttle.Limit:
+		return l, true
+	case *throttle.Limit:
+		if l != nil {
+			return *l, true
+		}
+	}
+	return throttle.Limit{}, false
 }

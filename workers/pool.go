@@ -40,6 +40,7 @@ type Pool struct {
 	client *queue.Client
 	tel    *telemetry
 	stats  stats
+	adapt  *adapter
 
 	mu      sync.Mutex
 	state   poolState
@@ -105,6 +106,7 @@ func NewPool(cfg Config) (*Pool, error) {
 		rdb:     rdb,
 		client:  queue.NewClient(asynq.NewClientFromRedisClient(rdb)),
 		tel:     newTelemetry(cfg.MeterProvider, cfg.TracerProvider),
+		adapt:   newAdapter(),
 		routes:  make(map[string]*route),
 		names:   make(map[string]*policy),
 		waiters: make(map[*waiter]struct{}),

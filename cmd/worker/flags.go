@@ -47,6 +47,7 @@ Flags:
   --limit SPEC             a limit, repeatable:
                            TYPE=RATE/UNIT[,policy=P][,burst=N][,slots=N][,capacity=N][,key=TEMPLATE]
                                 [,max-wait=D][,cost=N][,global=RATE/UNIT[:BURST]][,in-flight=N]
+                                [,adapt=on|off][,floor=RATE/UNIT]
                            UNIT is s, m or h; TEMPLATE may use {type}, {payload.FIELD}, {header.NAME};
                            in-flight=N: at most N of these jobs run at once across the fleet
                            policy=P, what the limit promises (default token-bucket):
@@ -60,13 +61,18 @@ Flags:
                                              waiting (default as burst), beyond that refused
                            for the window policies RATE is a whole number; burst, slots and
                            capacity apply to their policy only; global= is a token bucket
+                           adapt=on|off (token-bucket; default on): RATE is a ceiling, and the
+                             fleet learns what the upstream allows: a 429 or 503 lowers the
+                             rate, successes raise it back; floor=RATE/UNIT is the least rate
+                             (default a tenth of RATE); see docs/adaptive.md
   --unlimited TYPE         run TYPE's jobs with no limit, repeatable; a built-in type runs
                            only with a limit or this (without either, its jobs go back
                            to their queue for a worker that runs them)
   --limits FILE            limits file, JSON {"limits": [{"type": "...", "rate": "50/s", ...}]}
                            or, named .yaml or .yml, YAML of the same schema,
                            with the spec's options as fields ("policy", "burst", "slots",
-                           "capacity", "key", "max_wait", "cost", "global", "in_flight");
+                           "capacity", "key", "max_wait", "cost", "global", "in_flight",
+                           "adapt": true|false, "floor");
                            a --limit replaces the file's entry for its type
   --max-wait DURATION      how long a job may wait here for its turn before it goes
                            back to the queue, unless its limit says (default 5s)

@@ -68,11 +68,13 @@ func policyFor(sp limitspec.Spec) (workers.Policy, error) {
 		return workers.Policy{}, err
 	}
 	pol := workers.Policy{
-		Name:     sp.Type,
-		Limit:    sp.Limit,
-		Cost:     sp.Cost,
-		MaxWait:  sp.MaxWait,
-		InFlight: sp.InFlight,
+		Name:       sp.Type,
+		Limit:      sp.Limit,
+		Cost:       sp.Cost,
+		MaxWait:    sp.MaxWait,
+		InFlight:   sp.InFlight,
+		Adapt:      sp.Adapt,
+		AdaptFloor: sp.Floor,
 	}
 	if sp.Global != nil {
 		pol.Global = *sp.Global

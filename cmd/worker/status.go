@@ -34,6 +34,14 @@ type policyRate struct {
 	perKey bool          // the limit is per derived key (a key template): the rate is over all keys
 	runs   atomic.Int64
 
+	// adaptive is the limit's ceiling and floor when it adapts and has one
+	// bucket (no key template); eff and why are its effective rate and why
+	// it last moved, as last read (logStatus).
+	adaptive *throttle.Adaptive
+	bucket   string // the one bucket's key, as workers.Pool names it
+	eff      float64
+	why      string
+
 	last   int64 // runs at the previous snapshot
 	lastAt time.Time
 }
@@ -44,6 +52,7 @@ func newRates(now time.Time) *rates { return &rates{start: now} }
 func (r *rates) counted(h asynq.Handler, pol *workers.Policy) asynq.Handler {
 	rate, period := rateOf(pol.Limit)
 	pr := &policyRate{name: pol.Name, rate: rate, period: period, perKey: pol.Key != nil, lastAt: r.start}
+	pr.adaptive, pr.bucket = adaptiveOf(*pol), bucketOf(*pol)
 	r.policies = append(r.policies, pr)
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		pr.runs.Add(1)
@@ -60,7 +69,57 @@ func (r *rates) setLimit(name string, pol workers.Policy) {
 	for _, p := range r.policies {
 		if p.name == name {
 			p.rate, p.period, p.perKey = rate, period, pol.Key != nil
+			p.adaptive, p.bucket, p.eff, p.why = adaptiveOf(pol), bucketOf(pol), 0, ""
 		}
+	}
+}
+
+// adaptiveOf is pol's adaptive limit, if it adapts and has one bucket.
+func adaptiveOf(pol workers.Policy) *throttle.Adaptive {
+	l, ok := pol.Limit.(throttle.Limit)
+	if !pol.Adapt || !ok || pol.Key != nil {
+		return nil
+	}
+	return &throttle.Adaptive{Ceiling: l, Floor: pol.AdaptFloor}
+}
+
+// bucketOf is the key of a policy's own bucket when it has no key template:
+// its name, or with a global bucket "{name}:name" (workers.Pool puts both in
+// one Cluster slot).
+func bucketOf(pol workers.Policy) string {
+	if pol.Global != nil {
+		return "{" + pol.Name + "}:" + pol.Name
+	}
+	return pol.Name
+}
+
+// readAdaptive reads the effective rate of each adaptive policy with one
+// bucket, for the next snapshot.
+func (r *rates) readAdaptive(ctx context.Context, lim *throttle.Limiter) {
+	r.mu.Lock()
+	type want struct {
+		p      *policyRate
+		a      throttle.Adaptive
+		bucket string
+	}
+	var ws []want
+	for _, p := range r.policies {
+		if p.adaptive != nil {
+			ws = append(ws, want{p, *p.adaptive, p.bucket})
+		}
+	}
+	r.mu.Unlock()
+	for _, w := range ws {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, st, err := lim.AdaptiveLimit(cctx, w.bucket, w.a)
+		cancel()
+		r.mu.Lock()
+		if err == nil {
+			w.p.eff, w.p.why = st.Rate, st.Reason
+		} else {
+			w.p.eff, w.p.why = 0, ""
+		}
+		r.mu.Unlock()
 	}
 }
 
@@ -121,6 +180,9 @@ func (p *policyRate) describe(runs int64, over time.Duration) string {
 	if p.perKey {
 		return fmt.Sprintf("%s %.1f/%s over all keys, %s/%s per key", p.name, achieved, unit, limit, unit)
 	}
+	if p.why != "" && p.why != "ceiling" {
+		return fmt.Sprintf("%s %.1f/%s of %.1f/%s (ceiling %s/%s, %s)", p.name, achieved, unit, p.eff, unit, limit, unit, p.why)
+	}
 	return fmt.Sprintf("%s %.1f/%s of %s/%s", p.name, achieved, unit, limit, unit)
 }
 
@@ -162,6 +224,7 @@ func logStatus(ctx context.Context, log *slog.Logger, interval time.Duration, po
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
+			r.readAdaptive(ctx, lim)
 			log.LogAttrs(ctx, slog.LevelInfo, "worker status", statusAttrs(pool.Stats(), r.snapshot(now), lim.Mode())...)
 		}
 	}

@@ -27,6 +27,8 @@ type fileEntry struct {
 	Cost     *int   `json:"cost"`      // absent: 1
 	Global   string `json:"global"`    // RATE/UNIT[:BURST]; absent: no global bucket
 	InFlight *int   `json:"in_flight"` // absent: no bound
+	Adapt    *bool  `json:"adapt"`     // absent: on for token-bucket
+	Floor    string `json:"floor"`     // RATE/UNIT; absent: a tenth of the rate
 }
 
 // LoadFile reads the limits file at path, JSON of the form
@@ -187,6 +189,18 @@ func (e fileEntry) spec() (Spec, error) {
 		}
 	}
 	if sp.Limit, err = sh.build(r, period); err != nil {
+		return Spec{}, err
+	}
+	var ad adaptive
+	if e.Adapt != nil {
+		ad.set, ad.on = true, *e.Adapt
+	}
+	if e.Floor != "" {
+		if ad.floor, ad.floorP, err = parseRate(e.Floor); err != nil {
+			return Spec{}, err
+		}
+	}
+	if err := ad.apply(&sp); err != nil {
 		return Spec{}, err
 	}
 	if e.MaxWait != "" {

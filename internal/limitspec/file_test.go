@@ -54,6 +54,9 @@ func TestLoadFile(t *testing.T) {
 		{Type: "stats", Limit: throttle.SlidingWindow{Max: 100, Window: time.Minute, Slots: 6}},
 		{Type: "sms", Limit: throttle.LeakyBucket{Rate: 50, Period: time.Second, Capacity: 100}},
 	}
+	for i := range want[:3] {
+		want[i].Adapt = true // token buckets adapt unless "adapt": false
+	}
 	assert.Equal(t, want, got)
 
 	// A file entry and the flag spelling the same limit agree.
@@ -130,4 +133,19 @@ func TestLoadFileMissing(t *testing.T) {
 	assert.Equal(t, `limits file `+quote(path)+`: no such file or directory`, err.Error())
 	assert.ErrorIs(t, err, fs.ErrNotExist)
 	assert.NotErrorIs(t, err, ErrInvalid)
+}
+
+func TestLoadFileAdapt(t *testing.T) {
+	got, err := LoadFile(writeFile(t, `{"limits": [
+		{"type": "a", "rate": "50/s", "adapt": false},
+		{"type": "b", "rate": "50/s", "floor": "5/s"},
+		{"type": "c", "rate": "40/s", "policy": "sliding-log"}
+	]}`))
+	require.NoError(t, err)
+	assert.False(t, got[0].Adapt)
+	assert.True(t, got[1].Adapt)
+	assert.Equal(t, 5.0, got[1].Floor)
+	assert.False(t, got[2].Adapt)
+	_, err = LoadFile(writeFile(t, `{"limits": [{"type": "c", "rate": "40/s", "policy": "sliding-log", "adapt": true}]}`))
+	assert.ErrorContains(t, err, "adapt does not apply to policy sliding-log")
 }

@@ -42,6 +42,13 @@ type Spec struct {
 	// InFlight is the most jobs of one key that run at once across the
 	// fleet (workers.Policy.InFlight); 0 means no bound.
 	InFlight int
+	// Adapt: the fleet learns the effective rate under Limit, its ceiling
+	// (workers.Policy.Adapt). On by default for a token bucket, the only
+	// policy that adapts; adapt=off turns it off.
+	Adapt bool
+	// Floor is the least effective rate of an adaptive limit, per Limit's
+	// period; 0 means the default, a tenth of the rate.
+	Floor float64
 }
 
 // Parse parses one limit written as
@@ -110,6 +117,7 @@ func parse(s string) (Spec, error) {
 		return Spec{}, err
 	}
 	var sh shape
+	var ad adaptive
 	if hasOpts {
 		seen := make(map[string]bool, 5)
 		for part := range strings.SplitSeq(opts, ",") {
@@ -148,8 +156,13 @@ func parse(s string) (Spec, error) {
 				sp.Global = &g
 			case optFlight:
 				sp.InFlight, err = parseCount(optFlight, value)
+			case optAdapt:
+				ad.set = true
+				ad.on, err = parseAdapt(value)
+			case optFloor:
+				ad.floor, ad.floorP, err = parseRate(value)
 			default:
-				err = invalidf("unknown option %s (want policy, burst, slots, capacity, key, max-wait, cost, global or in-flight)", quote(name))
+				err = invalidf("unknown option %s (want policy, burst, slots, capacity, key, max-wait, cost, global, in-flight, adapt or floor)", quote(name))
 			}
 			if err != nil {
 				return Spec{}, err
@@ -157,6 +170,9 @@ func parse(s string) (Spec, error) {
 		}
 	}
 	if sp.Limit, err = sh.build(r, period); err != nil {
+		return Spec{}, err
+	}
+	if err := ad.apply(&sp); err != nil {
 		return Spec{}, err
 	}
 	if err := sp.Validate(); err != nil {
@@ -385,6 +401,13 @@ func (s Spec) String() string {
 	}
 	if s.InFlight != 0 {
 		fmt.Fprintf(&b, ",%s=%d", optFlight, s.InFlight)
+	}
+	if _, isBucket := s.Limit.(throttle.Limit); isBucket && !s.Adapt {
+		fmt.Fprintf(&b, ",%s=off", optAdapt)
+	}
+	if s.Floor > 0 {
+		fmt.Fprintf(&b, ",%s=", optFloor)
+		writeRate(&b, s.Floor, period)
 	}
 	return b.String()
 }

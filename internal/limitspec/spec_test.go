@@ -63,10 +63,16 @@ func TestParseValid(t *testing.T) {
 		{"a=10/s,key=k=v", Spec{Type: "a", Limit: throttle.Limit{Rate: 10, Period: time.Second, Burst: 10}, Key: "k=v"}},
 		// Options in any order.
 		{"a=10/s,cost=2,burst=4", Spec{Type: "a", Limit: throttle.Limit{Rate: 10, Period: time.Second, Burst: 4}, Cost: 2}},
+		// Adapting: on by default for a token bucket (set by the loop), off on request.
+		{"a=50/s,burst=5,adapt=on,floor=5/s", Spec{Type: "a", Limit: throttle.Limit{Rate: 50, Period: time.Second, Burst: 5}, Floor: 5}},
+		{"a=50/m,burst=5,floor=0.5/s", Spec{Type: "a", Limit: throttle.Limit{Rate: 50, Period: time.Minute, Burst: 5}, Floor: 30}},
 		// The fastest bucket throttle allows: one token per microsecond.
 		{"a=1000000/s,burst=1", Spec{Type: "a", Limit: throttle.Limit{Rate: 1e6, Period: time.Second, Burst: 1}}},
 	}
 	for i, tt := range tests {
+		if _, bucket := tt.want.Limit.(throttle.Limit); bucket {
+			tt.want.Adapt = true // a token bucket adapts unless adapt=off
+		}
 		got, err := Parse(tt.in)
 		require.NoError(t, err, "%d: %q", i, tt.in)
 		assert.Equal(t, tt.want, got, "%d: %q", i, tt.in)
@@ -120,8 +126,8 @@ func TestParseInvalid(t *testing.T) {
 		{"a=5/s,burst=1.5", `limit "a=5/s,burst=1.5": burst "1.5" is not a whole number from 1 to 1073741824`},
 		{"a=5/s,burst=99999999999999999999", `limit "a=5/s,burst=99999999999999999999": burst "99999999999999999999" is not a whole number from 1 to 1073741824`},
 		{"a=5/s,burst=1,burst=2", `limit "a=5/s,burst=1,burst=2": burst given twice`},
-		{"a=5/s,rate=2", `limit "a=5/s,rate=2": unknown option "rate" (want policy, burst, slots, capacity, key, max-wait, cost, global or in-flight)`},
-		{"a=5/s,max_wait=1s", `limit "a=5/s,max_wait=1s": unknown option "max_wait" (want policy, burst, slots, capacity, key, max-wait, cost, global or in-flight)`},
+		{"a=5/s,rate=2", `limit "a=5/s,rate=2": unknown option "rate" (want policy, burst, slots, capacity, key, max-wait, cost, global, in-flight, adapt or floor)`},
+		{"a=5/s,max_wait=1s", `limit "a=5/s,max_wait=1s": unknown option "max_wait" (want policy, burst, slots, capacity, key, max-wait, cost, global, in-flight, adapt or floor)`},
 		{"a=5/s,key=", `limit "a=5/s,key=": key is empty (leave it out for no key)`},
 		{"a=5/s,key=t:{payload.tenant", `limit "a=5/s,key=t:{payload.tenant": key "t:{payload.tenant": '{' at byte 2 is never closed`},
 		{"a=5/s,key=t:}", `limit "a=5/s,key=t:}": key "t:}": '}' at byte 2 has no '{'`},
@@ -210,6 +216,7 @@ func TestValidate(t *testing.T) {
 func TestString(t *testing.T) {
 	sp := Spec{
 		Type:    "email:send",
+		Adapt:   true,
 		Limit:   throttle.Limit{Rate: 0.5, Period: time.Minute, Burst: 1},
 		Key:     "tenant:{payload.tenant}",
 		MaxWait: 1500 * time.Millisecond,
@@ -219,7 +226,9 @@ func TestString(t *testing.T) {
 	assert.Equal(t, "email:send=0.5/m,burst=1,key=tenant:{payload.tenant},max-wait=1.5s,cost=1,global=100/h:10", sp.String())
 	sp.InFlight = 5
 	assert.Equal(t, "email:send=0.5/m,burst=1,key=tenant:{payload.tenant},max-wait=1.5s,cost=1,global=100/h:10,in-flight=5", sp.String())
-	assert.Equal(t, "a=3/s,burst=3", Spec{Type: "a", Limit: throttle.Limit{Rate: 3, Burst: 3}}.String())
+	assert.Equal(t, "a=3/s,burst=3", Spec{Type: "a", Limit: throttle.Limit{Rate: 3, Burst: 3}, Adapt: true}.String())
+	assert.Equal(t, "a=3/s,burst=3,adapt=off", Spec{Type: "a", Limit: throttle.Limit{Rate: 3, Burst: 3}}.String())
+	assert.Equal(t, "a=3/s,burst=3,floor=0.5/s", Spec{Type: "a", Limit: throttle.Limit{Rate: 3, Burst: 3}, Adapt: true, Floor: 0.5}.String())
 	for _, in := range []string{
 		"a=40/s,policy=sliding-log", "a=100/m,policy=fixed-window", "a=100/m,policy=sliding-window,slots=6",
 		"a=50/s,policy=leaky-bucket,capacity=100", "a=40/s,policy=sliding-log,key=t:{payload.t},cost=2,global=100/s:10",
@@ -231,4 +240,26 @@ func TestString(t *testing.T) {
 		assert.Equal(t, sp, again, "%s round-trips through %s", in, sp.String())
 	}
 	assert.Equal(t, "a=100/m,policy=sliding-window,slots=10", mustParse(t, "a=100/m,policy=sliding-window")[0].String(), "the default slots spelled out")
+}
+
+func TestParseAdapt(t *testing.T) {
+	sp, err := Parse("a=50/s,burst=5,adapt=off")
+	require.NoError(t, err)
+	assert.False(t, sp.Adapt)
+	assert.Equal(t, "a=50/s,burst=5,adapt=off", sp.String())
+	sp, err = Parse("a=40/s,policy=sliding-log")
+	require.NoError(t, err)
+	assert.False(t, sp.Adapt, "only a token bucket adapts")
+	for in, want := range map[string]string{
+		"a=40/s,policy=sliding-log,adapt=on": `limit "a=40/s,policy=sliding-log,adapt=on": adapt does not apply to policy sliding-log (adapt is for policy token-bucket)`,
+		"a=50/s,adapt=maybe":                 `limit "a=50/s,adapt=maybe": adapt "maybe": want on or off`,
+		"a=50/s,adapt=off,floor=5/s":         `limit "a=50/s,adapt=off,floor=5/s": floor needs adapt=on (the least rate an adaptive limit falls to)`,
+		"a=50/s,floor=60/s":                  `limit "a=50/s,floor=60/s": floor is above the rate: the least rate must not exceed the limit`,
+		"a=50/s,floor=fast":                  `limit "a=50/s,floor=fast": `,
+	} {
+		_, err := Parse(in)
+		require.Error(t, err, in)
+		assert.ErrorIs(t, err, ErrInvalid, in)
+		assert.Contains(t, err.Error(), want, in)
+	}
 }

@@ -1,0 +1,60 @@
+package integration
+
+import (
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// TestAdaptiveOverConfigured is issue #10's first case: three workers
+// configured at 80/s (adapt on by default) before an API that allows 50/s
+// burst 5 and answers 429 with Retry-After beyond it. The fleet learns the
+// lower rate: 300 jobs finish close to the ideal 5.9 s, few answers are
+// 429, none is archived. (Without adapting, measured at 31.0 s with 29
+// answers 429.)
+func TestAdaptiveOverConfigured(t *testing.T) {
+	const (
+		jobs  = 300
+		rate  = 50.0
+		burst = 5
+	)
+	srv := redistest.Start(t)
+	insp := newInspector(t, srv)
+	up := newUpstream(t, upstreamConfig{Rate: rate, Burst: burst})
+	fleet := startFleet(t, srv, insp, fleetSize, "--concurrency", concurrency, "--limit", "http:request=80/s,burst=8")
+
+	enqueue(t, srv.URL(), "--type", "http:request", "--count", strconv.Itoa(jobs), "--payload", up.Payload(t, "", ""))
+	qi := waitDrained(t, insp, 90*time.Second)
+	stats := stopFleet(t, fleet, stopTimeout)
+
+	rs := up.Requests()
+	status := byStatus(rs)
+	makespan := span(rs)
+	ideal := idealMakespan(jobs, rate, burst)
+	refused := float64(status[http.StatusTooManyRequests]) / float64(len(rs))
+	t.Logf("makespan %.2fs, ideal %.2fs (%.2fx); answers %v (%.1f%% 429); cooldowns %d, requeues %d",
+		makespan.Seconds(), ideal.Seconds(), makespan.Seconds()/ideal.Seconds(), status, 100*refused, stats.Cooldowns, stats.Requeued)
+
+	for _, w := range fleet {
+		for _, e := range logEntries(w) {
+			if e.Msg == "workers: upstream refused: the fleet's effective rate for the bucket is lowered" {
+				t.Logf("%s at +%.2fs: effective rate %.1f/s", w.name, e.Time.Sub(rs[0].At).Seconds(), e.Fields["rate"])
+			}
+		}
+	}
+	for _, r := range rs {
+		if r.Status == http.StatusTooManyRequests {
+			t.Logf("429 at +%.2fs", r.At.Sub(rs[0].At).Seconds())
+		}
+	}
+	assert.Equal(t, jobs, status[http.StatusOK], "every job done")
+	assert.Less(t, makespan.Seconds(), 1.35*ideal.Seconds(), "makespan within 1.35x the ideal")
+	assert.LessOrEqual(t, refused, 0.02, "at most 2%% of answers 429")
+	assert.Equal(t, 0, qi.Archived, "archived")
+	assert.Equal(t, int64(0), stats.Archived)
+}
