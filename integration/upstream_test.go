@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -51,6 +52,9 @@ type upstreamConfig struct {
 	Probe  *jitterProbe
 	// Delay is how long the upstream takes to answer each request.
 	Delay time.Duration
+	// Announce, if set, puts the enforced bucket's quota on every answer:
+	// "ietf" as RateLimit-Policy / RateLimit fields, "x" as X-RateLimit-*.
+	Announce string
 }
 
 // refusal is a window of requests answered 429 on demand.
@@ -133,6 +137,7 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	if retryAfter != "" {
 		w.Header().Set("Retry-After", retryAfter)
 	}
+	u.announce(w.Header(), now)
 	w.WriteHeader(status)
 	fmt.Fprintln(w, http.StatusText(status))
 }
@@ -245,4 +250,27 @@ func excess(at []time.Time, rate float64, burst int) (worst float64, where int) 
 		}
 	}
 	return worst, where
+}
+
+// announce writes the enforced bucket's quota and what is left of it at now,
+// in the style cfg.Announce names.
+func (u *upstream) announce(h http.Header, now time.Time) {
+	if u.cfg.Announce == "" || u.cfg.Rate <= 0 {
+		return
+	}
+	u.mu.Lock()
+	interval := time.Duration(float64(time.Second) / u.cfg.Rate)
+	ahead := max(u.tat.Sub(now), 0)
+	u.mu.Unlock()
+	left := max(u.cfg.Burst-int(ahead/interval)-1, 0)
+	reset := int(math.Ceil(ahead.Seconds()))
+	switch u.cfg.Announce {
+	case "ietf":
+		h.Set("RateLimit-Policy", fmt.Sprintf(`"default";q=%d;w=1`, int(u.cfg.Rate)))
+		h.Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, left, reset))
+	case "x":
+		h.Set("X-RateLimit-Limit", strconv.Itoa(int(u.cfg.Rate)))
+		h.Set("X-RateLimit-Remaining", strconv.Itoa(left))
+		h.Set("X-RateLimit-Reset", strconv.Itoa(reset))
+	}
 }

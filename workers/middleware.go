@@ -21,9 +21,10 @@ import (
 type job struct {
 	task    *asynq.Task
 	rt      *route
-	pol     *policy    // the route's policy when the job began (SetPolicy may change it since); nil: unthrottled
-	meta    queue.Meta // the task's sluice headers; a malformed one is left zero
-	retried int        // asynq's retry count of this run
+	pol     *policy      // the route's policy when the job began (SetPolicy may change it since); nil: unthrottled
+	note    upstreamNote // what the handler observed of the upstream's quota (ObserveResponse)
+	meta    queue.Meta   // the task's sluice headers; a malformed one is left zero
+	retried int          // asynq's retry count of this run
 	start   time.Time
 	log     *slog.Logger
 
@@ -61,6 +62,7 @@ func (p *Pool) process(ctx context.Context, task *asynq.Task) error {
 	defer span.End()
 
 	j := p.newJob(ctx, task, rt)
+	ctx = context.WithValue(ctx, noteKey{}, &j.note)
 	if j.pol == nil {
 		return p.run(ctx, j)
 	}
@@ -370,6 +372,7 @@ func (p *Pool) result(ctx context.Context, j *job, err error) error {
 		p.outcome(ctx, j.rt, outDone)
 		if j.pol != nil && j.pol.adaptive != nil {
 			p.adaptSucceeded(ctx, j)
+			p.applyNote(ctx, j)
 		}
 		return nil
 	}
@@ -421,6 +424,7 @@ func (p *Pool) upstream(ctx context.Context, j *job, up *UpstreamError) error {
 	trace.SpanFromContext(ctx).AddEvent("upstream refused", trace.WithAttributes(
 		attribute.Int("http.response.status_code", up.StatusCode), attribute.Float64("sluice.cooldown_s", d.Seconds())))
 	if j.pol != nil && j.pol.adaptive != nil {
+		p.applyNote(ctx, j)
 		p.adaptRefused(ctx, j)
 	}
 	if !cool {

@@ -144,6 +144,7 @@ func (h *Handler) do(ctx context.Context, r Request) error {
 		return fmt.Errorf("%s: %s: %w", TaskType, what, err)
 	}
 	excerpt := drainAndClose(resp.Body)
+	workers.ObserveResponse(ctx, resp) // its rate-limit fields, for an adaptive limit
 
 	switch code := resp.StatusCode; {
 	case code >= 200 && code <= 299:

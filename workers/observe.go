@@ -1,0 +1,100 @@
+package workers
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/backoff"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// noteKey carries a job's upstreamNote in its handler's context.
+type noteKey struct{}
+
+// upstreamNote is what the handler saw of the upstream's announced quota.
+type upstreamNote struct {
+	mu    sync.Mutex
+	quota backoff.Quota
+	ok    bool
+}
+
+// ObserveResponse records what an upstream's answer says about its rate
+// limit (its IETF RateLimit / RateLimit-Policy fields, or X-RateLimit-*:
+// see backoff.ParseQuota) for the pool, which applies it to the job's
+// adaptive bucket once the handler returns: the announced rate becomes the
+// fleet's effective rate (never above the ceiling), and a quota announced as
+// exhausted holds the bucket until its reset instead of drawing a 429. A
+// handler calls it with each answer it gets; the http:request job does. It
+// does nothing outside a pool's handler or for a policy that does not adapt,
+// and reads only the headers.
+func ObserveResponse(ctx context.Context, resp *http.Response) {
+	n, _ := ctx.Value(noteKey{}).(*upstreamNote)
+	if n == nil || resp == nil {
+		return
+	}
+	q, ok := backoff.ParseQuota(resp.Header, time.Now())
+	if !ok {
+		return
+	}
+	n.mu.Lock()
+	n.quota, n.ok = q, true
+	n.mu.Unlock()
+}
+
+// applyNote applies what job j's handler observed (ObserveResponse) to its
+// adaptive bucket.
+func (p *Pool) applyNote(ctx context.Context, j *job) {
+	j.note.mu.Lock()
+	q, ok := j.note.quota, j.note.ok
+	j.note.mu.Unlock()
+	a := j.pol.adaptive
+	if !ok || a == nil {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	if q.Exhausted && q.Reset > 0 {
+		if _, err := p.cfg.Limiter.Cooldown(sctx, j.key, j.pol.Limit, q.Reset); err != nil {
+			j.log.Debug("workers: cannot hold the bucket for the announced reset", "err", err)
+		} else {
+			j.log.Info("workers: the upstream's quota is spent: the bucket waits for its announced reset",
+				"bucket", j.key, "reset", q.Reset)
+		}
+	}
+	if q.Rate <= 0 {
+		return
+	}
+	rate := q.Rate * a.Ceiling.Period.Seconds()
+	if a.Ceiling.Period == 0 {
+		rate = q.Rate
+	}
+	p.adapt.mu.Lock()
+	cur, known := p.adapt.limits[j.key]
+	p.adapt.mu.Unlock()
+	if known && cur.st.Reason == "header" && within(cur.limit.Rate, rate, 0.05) {
+		return // already so: spare the store a call per job
+	}
+	st, err := p.cfg.Limiter.Report(sctx, j.key, *a, throttle.Answer{Quota: rate})
+	if err != nil {
+		j.log.Debug("workers: cannot report the announced quota", "err", err)
+		return
+	}
+	p.adapt.mu.Lock()
+	delete(p.adapt.limits, j.key)
+	p.adapt.mu.Unlock()
+	if !known || !within(cur.st.Rate, st.Rate, 0.05) {
+		j.log.Info("workers: the upstream announced its quota: the fleet's effective rate for the bucket follows it",
+			"bucket", j.key, "rate", st.Rate, "ceiling", a.Ceiling.Rate, "per", a.Ceiling.Period.String())
+	}
+}
+
+// within reports whether a and b differ by at most frac of b.
+func within(a, b, frac float64) bool {
+	d := a - b
+	if d < 0 {
+		d = -d
+	}
+	return d <= frac*b
+}
