@@ -48,6 +48,7 @@ func TestDashboardDrivesTheFleet(t *testing.T) {
 	srv := redistest.Start(t)
 	insp := newInspector(t, srv)
 	up := newUpstream(t, upstreamConfig{})
+	probe := startJitterProbe(t)
 	fleet := startFleet(t, srv, insp, 2, "--concurrency", "5", "--limit", "http:request=30/s,burst=3")
 	url := startDashboard(t, srv, "s3cret")
 	enqueue(t, srv.URL(), "--type", "http:request", "--count", "600", "--payload", up.Payload(t, "", ""))
@@ -82,6 +83,7 @@ func TestDashboardDrivesTheFleet(t *testing.T) {
 	require.NoError(t, err)
 	assert.LessOrEqual(t, width, 390, "nothing wider than a phone's screen but the scrolling tables")
 
+	probe.Reset()
 	set := time.Now()
 	require.NoError(t, chromedp.Do(within(10*time.Second),
 		chromedp.SendKeys(`#auth input[name=token]`, "s3cret"),
@@ -103,8 +105,10 @@ func TestDashboardDrivesTheFleet(t *testing.T) {
 		}
 	}
 	worst, _ := excess(slow, 10, 1)
-	t.Logf("after the page's set: %d arrivals, worst %.2f tokens over 10/s burst 1", len(slow), worst)
-	assert.LessOrEqual(t, worst, 1.0, "the fleet obeys the limit set through the page")
+	allowance := float64(probe.Worst()+upstreamJitter)*10/float64(time.Second) + 0.5
+	t.Logf("after the page's set: %d arrivals, worst %.2f tokens over 10/s burst 1 (allowance %.2f for the %v scheduling delay measured)",
+		len(slow), worst, allowance, probe.Worst())
+	assert.LessOrEqual(t, worst, allowance, "the fleet obeys the limit set through the page")
 	assert.GreaterOrEqual(t, len(slow), 20, "and uses it")
 
 	var row string

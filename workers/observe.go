@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/backoff"
-	"github.com/sluicehq/sluice/throttle"
 )
 
 // noteKey carries a job's upstreamNote in its handler's context.
@@ -70,31 +69,13 @@ func (p *Pool) applyNote(ctx context.Context, j *job) {
 	if a.Ceiling.Period == 0 {
 		rate = q.Rate
 	}
-	p.adapt.mu.Lock()
-	cur, known := p.adapt.limits[j.key]
-	p.adapt.mu.Unlock()
-	if known && cur.st.Reason == "header" && within(cur.limit.Rate, rate, 0.05) {
-		return // already so: spare the store a call per job
-	}
-	st, err := p.cfg.Limiter.Report(sctx, j.key, *a, throttle.Answer{Quota: rate})
+	st, changed, err := p.adapt.Announced(sctx, j.key, *a, rate)
 	if err != nil {
 		j.log.Debug("workers: cannot report the announced quota", "err", err)
 		return
 	}
-	p.adapt.mu.Lock()
-	delete(p.adapt.limits, j.key)
-	p.adapt.mu.Unlock()
-	if !known || !within(cur.st.Rate, st.Rate, 0.05) {
+	if changed {
 		j.log.Info("workers: the upstream announced its quota: the fleet's effective rate for the bucket follows it",
 			"bucket", j.key, "rate", st.Rate, "ceiling", a.Ceiling.Rate, "per", a.Ceiling.Period.String())
 	}
-}
-
-// within reports whether a and b differ by at most frac of b.
-func within(a, b, frac float64) bool {
-	d := a - b
-	if d < 0 {
-		d = -d
-	}
-	return d <= frac*b
 }

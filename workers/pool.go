@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // ErrPoolClosed is returned by Start after Shutdown.
@@ -40,7 +41,7 @@ type Pool struct {
 	client *queue.Client
 	tel    *telemetry
 	stats  stats
-	adapt  *adapter
+	adapt  *throttle.Adapter
 
 	mu      sync.Mutex
 	state   poolState
@@ -106,7 +107,7 @@ func NewPool(cfg Config) (*Pool, error) {
 		rdb:     rdb,
 		client:  queue.NewClient(asynq.NewClientFromRedisClient(rdb)),
 		tel:     newTelemetry(cfg.MeterProvider, cfg.TracerProvider),
-		adapt:   newAdapter(),
+		adapt:   throttle.NewAdapter(cfg.Limiter),
 		routes:  make(map[string]*route),
 		names:   make(map[string]*policy),
 		waiters: make(map[*waiter]struct{}),

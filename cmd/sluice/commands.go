@@ -155,14 +155,14 @@ func cmdWorkers(ctx context.Context, f *fleet, opts options, _ []string, out io.
 		return writeJSON(out, hbs)
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "HOST\tPID\tMODE\tLIMITS\tWAITING\tPROCESSED\tLAST SEEN")
+	fmt.Fprintln(tw, "HOST\tPID\tMODE\tLIMITS\tIN FLIGHT\tWAITING\tPROCESSED\t429 COOLDOWNS\tLAST SEEN")
 	for _, h := range hbs {
 		var limits []string
 		for _, l := range h.Limits {
 			limits = append(limits, fmt.Sprintf("%s (%s)", l.Spec, l.Source))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%s ago\n", h.Host, h.PID, h.Mode, strings.Join(limits, "; "),
-			h.Waiting, h.Processed, time.Since(h.Seen).Round(time.Second))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s ago\n", h.Host, h.PID, h.Mode, strings.Join(limits, "; "),
+			h.Active, h.Waiting, h.Processed, h.Cooldowns, time.Since(h.Seen).Round(time.Second))
 	}
 	if len(hbs) == 0 {
 		fmt.Fprintln(tw, "(no worker has sent a heartbeat in the last 30s)")

@@ -32,7 +32,7 @@ func newDashboard(t *testing.T, token string) (*httptest.Server, *fleet) {
 	require.NoError(t, err)
 	t.Cleanup(f.close)
 	require.NoError(t, f.ctl.Beat(context.Background(), control.Heartbeat{
-		ID: "w1:42:1", Host: "worker-one", PID: 42, Mode: "shared", Seen: time.Now(), Queues: []string{"default"},
+		ID: "w1:42:1", Host: "worker-one", PID: 42, Mode: "shared", Seen: time.Now(), Queues: []string{"default"}, Cooldowns: 7,
 		Limits: []control.LimitState{{Type: "sleep", Spec: "sleep=5/s,burst=2", Source: "flag", Grants: 4.5}},
 	}))
 	qc := queue.NewClient(asynq.NewClientFromRedisClient(srv.Client(t)))
@@ -147,6 +147,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	assert.Contains(t, dom, `<tr data-type="sleep">`, "the limit's row, drawn by the script")
 	assert.Contains(t, dom, "sleep=5/s,burst=2")
 	assert.Contains(t, dom, "worker-one")
+	assert.Contains(t, dom, `<td class="num cooling">7</td>`, "the worker's 429 cooldowns")
 	assert.Contains(t, dom, `class="spark"`, "the chart")
 	assert.Regexp(t, `<td>default</td><td class="num">3</td>`, dom, "the queue's pending jobs")
 	assert.Regexp(t, `<p id="readonly">`, dom, "the read-only notice is shown")

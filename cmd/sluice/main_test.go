@@ -135,6 +135,7 @@ func TestCommands(t *testing.T) {
 	r = runArgs("workers", "--redis", url)
 	require.Equal(t, cli.ExitOK, r.code, r.stderr)
 	assert.Regexp(t, `w1\s+42\s+shared\s+.*sleep=5/s,burst=2 \(runtime\)`, r.stdout)
+	assert.Contains(t, r.stdout, "429 COOLDOWNS")
 
 	r = runArgs("unset", "sleep", "--redis", url)
 	require.Equal(t, cli.ExitOK, r.code, r.stderr)

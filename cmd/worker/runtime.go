@@ -207,7 +207,7 @@ func (rl *runtimeLimits) beat(ctx context.Context) {
 	st := rl.pool.Stats()
 	h := control.Heartbeat{
 		ID: rl.id, Host: rl.host, PID: os.Getpid(), Mode: rl.lim.Mode(), Queues: queueNames(rl.c.queues),
-		Waiting: st.Waiting, Active: st.Active, Processed: st.Processed, Failed: st.Failed, Requeued: st.Requeued,
+		Waiting: st.Waiting, Active: st.Active, Cooldowns: st.Cooldowns, Processed: st.Processed, Failed: st.Failed, Requeued: st.Requeued,
 		Started: rl.start, Seen: now,
 	}
 	span := now.Sub(oldest.at).Seconds()

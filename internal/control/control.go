@@ -161,6 +161,7 @@ type Heartbeat struct {
 	Waiting   int64        `json:"waiting"` // jobs waiting in this worker for their turn or an in-flight slot, now
 	Active    int64        `json:"active"`  // jobs in the worker's hands now: waiting, running or going back
 	Processed int64        `json:"processed"`
+	Cooldowns int64        `json:"cooldowns"` // cooldowns put on buckets after an upstream 429 or 503
 	Failed    int64        `json:"failed"`
 	Requeued  int64        `json:"requeued"`
 	Started   time.Time    `json:"started"`

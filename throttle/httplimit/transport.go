@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"context"
+	"sync"
 	"errors"
 	"io"
 	"net/http"
@@ -36,8 +37,16 @@ type Transport struct {
 	// Limiter keeps the buckets; required. Share its store (Redis) across
 	// processes to share the limit and the cooldowns.
 	Limiter *throttle.Limiter
-	// Limit is the policy of each bucket, any throttle.Policy; required.
+	// Limit is the policy of each bucket, any throttle.Policy; required
+	// unless Adapt is set.
 	Limit throttle.Policy
+	// Adapt, if set, makes each bucket adaptive (throttle.Adaptive): its
+	// Ceiling replaces Limit, and the fleet's effective rate, shared through
+	// the Limiter's store with every Transport and worker pool on the same
+	// bucket, falls after a refusal, climbs back with successes, and follows
+	// the quota the upstream announces in its RateLimit or X-RateLimit-*
+	// fields (a spent quota holds the bucket until its announced reset).
+	Adapt *throttle.Adaptive
 	// Key names a request's bucket, as a bucket name for the Limiter; nil
 	// means the request's host, req.URL.Host ("api.example.com:8443"). Use
 	// the same name a worker pool uses for that API to share its bucket.
@@ -69,6 +78,70 @@ type Transport struct {
 	// so that a program can log it; RoundTrip cannot return that error
 	// alongside the response. It runs on the request's goroutine.
 	OnCooldown func(key string, d time.Duration, err error)
+}
+
+// adapters holds one throttle.Adapter per Limiter, shared by the Transports
+// that use it (a Transport is a plain struct, copied freely).
+var adapters sync.Map // *throttle.Limiter → *throttle.Adapter
+
+// adaptive is the Adapter of t's Limiter.
+func (t *Transport) adaptive() *throttle.Adapter {
+	if ad, ok := adapters.Load(t.Limiter); ok {
+		return ad.(*throttle.Adapter)
+	}
+	ad, _ := adapters.LoadOrStore(t.Limiter, throttle.NewAdapter(t.Limiter))
+	return ad.(*throttle.Adapter)
+}
+
+// limitFor is the policy bucket key takes tokens under now: Limit, or with
+// Adapt the fleet's effective limit.
+func (t *Transport) limitFor(ctx context.Context, key string) throttle.Policy {
+	if t.Adapt == nil {
+		return t.Limit
+	}
+	cctx, cancel := context.WithTimeout(ctx, cooldownTimeout)
+	defer cancel()
+	l, _, _ := t.adaptive().Limit(cctx, key, *t.Adapt) // the ceiling if the store cannot say
+	return l
+}
+
+// observe reports an answer to an adaptive bucket: its refusal or success,
+// and the quota it announces.
+func (t *Transport) observe(ctx context.Context, key string, resp *http.Response, refused bool) {
+	if t.Adapt == nil {
+		return
+	}
+	a := *t.Adapt
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cooldownTimeout)
+	defer cancel()
+	ad := t.adaptive()
+	if q, ok := backoff.ParseQuota(resp.Header, time.Now()); ok {
+		if q.Exhausted && q.Reset > 0 && !refused {
+			t.cooldown(ctx, key, min(q.Reset, t.maxCooldown()))
+		}
+		if q.Rate > 0 {
+			period := a.Ceiling.Period
+			if period == 0 {
+				period = time.Second
+			}
+			_, _, _ = ad.Announced(cctx, key, a, q.Rate*period.Seconds())
+		}
+	}
+	if refused {
+		_, _, _ = ad.Refused(cctx, key, a)
+		return
+	}
+	if resp.StatusCode < 400 {
+		_ = ad.Succeeded(cctx, key, a)
+	}
+}
+
+// maxCooldown is MaxCooldown, or no cap but backoff.MaxRetryAfter.
+func (t *Transport) maxCooldown() time.Duration {
+	if t.MaxCooldown > 0 {
+		return t.MaxCooldown
+	}
+	return backoff.MaxRetryAfter
 }
 
 const (
@@ -112,6 +185,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		d, cool, refused := t.refusal(resp, attempt)
+		t.observe(ctx, key, resp, refused)
 		if !refused {
 			return resp, nil
 		}
@@ -176,7 +250,7 @@ func (t *Transport) acquire(ctx context.Context, key string) error {
 		if hasDeadline {
 			maxWait = max(0, time.Until(dl))
 		}
-		r, err := t.Limiter.Reserve(ctx, key, t.Limit, 1, maxWait)
+		r, err := t.Limiter.Reserve(ctx, key, t.limitFor(ctx, key), 1, maxWait)
 		if err != nil {
 			return err
 		}
@@ -234,7 +308,11 @@ func sleep(ctx context.Context, d time.Duration) bool {
 func (t *Transport) cooldown(ctx context.Context, key string, d time.Duration) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cooldownTimeout)
 	defer cancel()
-	_, err := t.Limiter.Cooldown(cctx, key, t.Limit, d)
+	var pol throttle.Policy = t.Limit
+	if t.Adapt != nil {
+		pol = t.Adapt.Ceiling
+	}
+	_, err := t.Limiter.Cooldown(cctx, key, pol, d)
 	if t.OnCooldown != nil {
 		t.OnCooldown(key, d, err)
 	}

@@ -73,7 +73,8 @@ function draw(st) {
     el("td", {}, w.host), el("td", { class: "num" }, w.pid),
     el("td", { class: "mode-" + w.mode }, w.mode),
     el("td", {}, (w.limits || []).map(l => `${l.spec} (${l.source})`).join("; ")),
-    el("td", { class: "num" }, w.waiting), el("td", { class: "num" }, w.processed),
+    el("td", { class: "num" }, w.active), el("td", { class: "num" }, w.waiting), el("td", { class: "num" }, w.processed),
+    el("td", { class: "num" + (w.cooldowns > 0 ? " cooling" : "") }, w.cooldowns),
     el("td", {}, ago(w.seen)))));
   fill("queues", st.queues.map(q => el("tr", {},
     el("td", {}, q.name), el("td", { class: "num" }, q.pending), el("td", { class: "num" }, q.scheduled),
