@@ -40,4 +40,3 @@ func (p *Pool) adaptSucceeded(ctx context.Context, j *job) {
 		j.log.Debug("workers: cannot report successes to the adaptive rate", "err", err)
 	}
 }
-

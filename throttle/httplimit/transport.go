@@ -2,10 +2,10 @@ package httplimit
 
 import (
 	"context"
-	"sync"
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/backoff"
