@@ -27,6 +27,7 @@ type upstream struct {
 
 	mu      sync.Mutex
 	tat     time.Time // the enforced bucket's theoretical arrival time (GCRA)
+	first   time.Time // the first request's arrival, for Schedule
 	reqs    []request
 	refuse  refusal
 	served  int // requests answered so far, for refusal.after
@@ -55,6 +56,26 @@ type upstreamConfig struct {
 	// Announce, if set, puts the enforced bucket's quota on every answer:
 	// "ietf" as RateLimit-Policy / RateLimit fields, "x" as X-RateLimit-*.
 	Announce string
+	// Schedule, if set, changes the enforced Rate over time: each step's
+	// rate applies from its offset after the first request.
+	Schedule []rateStep
+}
+
+// rateStep is a rate the upstream enforces from At after its first request.
+type rateStep struct {
+	At   time.Duration
+	Rate float64
+}
+
+// rateAt is the rate the upstream enforces at now; u.mu is held.
+func (u *upstream) rateAt(now time.Time) float64 {
+	rate := u.cfg.Rate
+	for _, st := range u.cfg.Schedule {
+		if u.started && now.Sub(u.first) >= st.At {
+			rate = st.Rate
+		}
+	}
+	return rate
 }
 
 // refusal is a window of requests answered 429 on demand.
@@ -160,10 +181,10 @@ func (u *upstream) decide(now time.Time) (int, string) {
 	if u.cfg.Rate <= 0 {
 		return http.StatusOK, ""
 	}
-	interval := time.Duration(float64(time.Second) / u.cfg.Rate)
 	if !u.started {
-		u.started, u.tat = true, now
+		u.started, u.tat, u.first = true, now, now
 	}
+	interval := time.Duration(float64(time.Second) / u.rateAt(now))
 	tat := u.tat
 	if tat.Before(now) {
 		tat = now
@@ -259,17 +280,18 @@ func (u *upstream) announce(h http.Header, now time.Time) {
 		return
 	}
 	u.mu.Lock()
-	interval := time.Duration(float64(time.Second) / u.cfg.Rate)
+	rate := u.rateAt(now)
+	interval := time.Duration(float64(time.Second) / rate)
 	ahead := max(u.tat.Sub(now), 0)
 	u.mu.Unlock()
 	left := max(u.cfg.Burst-int(ahead/interval)-1, 0)
 	reset := int(math.Ceil(ahead.Seconds()))
 	switch u.cfg.Announce {
 	case "ietf":
-		h.Set("RateLimit-Policy", fmt.Sprintf(`"default";q=%d;w=1`, int(u.cfg.Rate)))
+		h.Set("RateLimit-Policy", fmt.Sprintf(`"default";q=%d;w=1`, int(rate)))
 		h.Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, left, reset))
 	case "x":
-		h.Set("X-RateLimit-Limit", strconv.Itoa(int(u.cfg.Rate)))
+		h.Set("X-RateLimit-Limit", strconv.Itoa(int(rate)))
 		h.Set("X-RateLimit-Remaining", strconv.Itoa(left))
 		h.Set("X-RateLimit-Reset", strconv.Itoa(reset))
 	}

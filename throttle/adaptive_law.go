@@ -50,11 +50,12 @@ func (s *adaptState) apply(o adaptOp, now int64) bool {
 	case "refused":
 		if !(s.why == adaptRefused && now-s.at < o.hold) {
 			next := s.rate * o.beta
-			s.peak = next
+			ref := next
 			if s.ok >= 3 && s.okLast-s.okAt >= o.period/2 {
 				next = 0.9 * float64(s.ok) * float64(o.period) / float64(s.okLast-s.okAt)
-				s.peak = s.rate
+				ref = math.Max(s.rate, 0.9*s.peak)
 			}
+			s.peak = ref
 			set(math.Min(next, s.rate), adaptRefused)
 		}
 	case "ok":

@@ -47,11 +47,14 @@ if op == "refused" then
     -- between the first and the latest report of successes since the last
     -- change, and the rate that failed is the reference.
     local new = r * beta
-    pk = new
+    local ref = new
     if ok >= 3 and okl - okat >= period / 2 then
       new = 0.9 * ok * period / (okl - okat)
-      pk = r
+      -- the rate that failed, or most of the reference before it: a limit
+      -- that dropped for a while is climbed back to fast when it rises again
+      ref = math.max(r, 0.9 * pk)
     end
+    pk = ref
     set(math.min(new, r), "429")
   end
 elseif op == "ok" then
