@@ -23,7 +23,7 @@ func cmdLimits(ctx context.Context, f *fleet, opts options, _ []string, out io.W
 		return writeJSON(out, views)
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TYPE\tPOLICY\tSPEC\tSOURCE\tTOKENS\tCOOLDOWN\tGRANTS/S (1m)\tWAITING\tQUEUED\tWORKERS")
+	fmt.Fprintln(tw, "TYPE\tPOLICY\tSPEC\tSOURCE\tEFFECTIVE/S\tTOKENS\tCOOLDOWN\tGRANTS/S (1m)\tWAITING\tQUEUED\tWORKERS")
 	for _, v := range views {
 		tokens := "per key"
 		if !v.Keyed && v.Tokens != nil {
@@ -43,7 +43,11 @@ func cmdLimits(ctx context.Context, f *fleet, opts options, _ []string, out io.W
 		if v.Queued != nil {
 			queued = fmt.Sprintf("%d (%s)", *v.Queued, strings.Join(v.Queues, ","))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%d\t%s\t%s\n", v.Type, v.Policy, v.Spec, source, tokens,
+		effective := "-"
+		if v.EffectiveWhy != "" {
+			effective = fmt.Sprintf("%.1f (%s)", v.Effective, v.EffectiveWhy)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%d\t%s\t%s\n", v.Type, v.Policy, v.Spec, source, effective, tokens,
 			seconds(v.Cooldown), v.Grants, v.Waiting, queued, workers)
 	}
 	if len(views) == 0 {

@@ -95,8 +95,13 @@ type limitView struct {
 	Queued   *int     `json:"queued,omitempty"`     // pending, scheduled and retry in the queues its workers serve
 	Queues   []string `json:"queues,omitempty"`     // those queues
 	RatePerS float64  `json:"rate_per_s"`           // the limit, in grants per second (per key when Keyed)
-	Workers  int      `json:"workers"`              // applying this spec
-	Conflict bool     `json:"conflict,omitempty"`   // workers apply different specs
+	// Effective is an adaptive limit's effective rate per second, and why it
+	// last moved (docs/adaptive.md); absent for a limit that does not adapt
+	// or has a bucket per key.
+	Effective    float64 `json:"effective_per_s,omitempty"`
+	EffectiveWhy string  `json:"effective_why,omitempty"`
+	Workers      int     `json:"workers"`            // applying this spec
+	Conflict     bool    `json:"conflict,omitempty"` // workers apply different specs
 }
 
 // limits gathers every limit the fleet uses: the runtime ones and those the
@@ -170,6 +175,16 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 			v.Policy = limitspec.PolicyName(sp.Limit)
 			v.RatePerS = perSecond(sp.Limit)
 			v.Keyed = sp.Key != ""
+			if l, ok := sp.Limit.(throttle.Limit); ok && sp.Adapt && !v.Keyed {
+				bucket := sp.Type
+				if sp.Global != nil {
+					bucket = "{" + sp.Type + "}:" + sp.Type
+				}
+				a := throttle.Adaptive{Ceiling: l, Floor: sp.Floor}
+				if _, st, err := f.lim.AdaptiveLimit(ctx, bucket, a); err == nil {
+					v.Effective, v.EffectiveWhy = perSecond(throttle.Limit{Rate: st.Rate, Period: l.Period, Burst: l.Burst}), st.Reason
+				}
+			}
 			if !v.Keyed {
 				if st, err := f.lim.Peek(ctx, sp.Type, sp.Limit); err == nil {
 					tokens := st.Remaining

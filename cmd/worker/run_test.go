@@ -194,6 +194,8 @@ func TestRun(t *testing.T) {
 	assert.Contains(t, metrics, `service_name="sluice-worker"`)
 	assert.Contains(t, metrics, "go_goroutines ")
 	assert.NotContains(t, metrics, "otel_scope_", "no scope labels")
+	assert.Regexp(t, `sluice_throttle_adaptive_rate_per_second\{[^}]*sluice_policy="http:request"[^}]*sluice_reason="ceiling"[^}]*\} 50\n`, metrics,
+		"the adaptive limit's effective rate, at its ceiling")
 	docs := readDoc(t, "docs/metrics.md")
 	served := regexp.MustCompile(`(?m)^# TYPE (sluice_\w+) `).FindAllStringSubmatch(metrics, -1)
 	assert.GreaterOrEqual(t, len(served), 4, "sluice's metrics on /metrics")

@@ -93,6 +93,26 @@ func bucketOf(pol workers.Policy) string {
 	return pol.Name
 }
 
+// adaptiveWant is one adaptive limit with one bucket: its policy's name, its
+// bucket, its ceiling and floor.
+type adaptiveWant struct {
+	name, bucket string
+	a            throttle.Adaptive
+}
+
+// adaptives lists the adaptive limits with one bucket.
+func (r *rates) adaptives() []adaptiveWant {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []adaptiveWant
+	for _, p := range r.policies {
+		if p.adaptive != nil {
+			out = append(out, adaptiveWant{p.name, p.bucket, *p.adaptive})
+		}
+	}
+	return out
+}
+
 // readAdaptive reads the effective rate of each adaptive policy with one
 // bucket, for the next snapshot.
 func (r *rates) readAdaptive(ctx context.Context, lim *throttle.Limiter) {

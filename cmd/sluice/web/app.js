@@ -61,7 +61,10 @@ function draw(st) {
     const cool = el("td", l.cooldown_s > 0 ? { class: "cooling" } : {}, seconds(l.cooldown_s));
     return el("tr", { "data-type": l.type },
       el("td", {}, l.type),
-      el("td", {}, spark(h, l.rate_per_s), ` ${l.grants_per_s.toFixed(1)} of ${l.rate_per_s.toFixed(1)}${l.keyed ? " per key" : ""}`),
+      el("td", {}, spark(h, l.effective_why ? l.effective_per_s : l.rate_per_s),
+        ` ${l.grants_per_s.toFixed(1)} of ${(l.effective_why ? l.effective_per_s : l.rate_per_s).toFixed(1)}` +
+        (l.effective_why && l.effective_why !== "ceiling" ? ` (ceiling ${l.rate_per_s.toFixed(1)}, ${l.effective_why})` : "") +
+        (l.keyed ? " per key" : "")),
       el("td", { class: "num" }, tokens), cool,
       el("td", { class: "num" }, l.waiting),
       el("td", { class: "num" }, l.queued === undefined ? "-" : `${l.queued} (${(l.queues || []).join(", ")})`),
