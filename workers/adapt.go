@@ -27,6 +27,7 @@ func (p *Pool) adaptRefused(ctx context.Context, j *job) {
 		return
 	}
 	if lowered {
+		p.rebookBucket(j.key)
 		j.log.Info("workers: upstream refused: the fleet's effective rate for the bucket is lowered",
 			"bucket", j.key, "rate", st.Rate, "ceiling", a.Ceiling.Rate, "per", a.Ceiling.Period.String(), "why", st.Reason)
 	}
@@ -38,5 +39,20 @@ func (p *Pool) adaptSucceeded(ctx context.Context, j *job) {
 	defer cancel()
 	if err := p.adapt.Succeeded(sctx, j.key, *j.pol.adaptive); err != nil {
 		j.log.Debug("workers: cannot report successes to the adaptive rate", "err", err)
+	}
+}
+
+// rebookBucket wakes the jobs waiting in this pool for turns of bucket key
+// booked at an adaptive rate that has since dropped: they give the turns
+// back and book anew at the lower rate, instead of spending the upstream's
+// quota at the old pace.
+func (p *Pool) rebookBucket(key string) {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	for w := range p.waiters {
+		if w.bucket == key {
+			w.rebook.Store(true)
+			w.cancel()
+		}
 	}
 }

@@ -189,7 +189,7 @@ func (p *Pool) acquire(ctx context.Context, j *job) error {
 
 	wctx, cancel := context.WithCancel(tctx)
 	defer cancel()
-	w := &waiter{policy: j.rt.name, slot: r.Time(), cancel: cancel, done: make(chan struct{})}
+	w := &waiter{policy: j.rt.name, bucket: j.key, slot: r.Time(), cancel: cancel, done: make(chan struct{})}
 	if !p.addWaiter(w) { // the pool began to stop since budget was read
 		cancel()
 	}
@@ -206,7 +206,7 @@ func (p *Pool) acquire(ctx context.Context, j *job) error {
 		if !p.stopping() {
 			if moved, berr := p.rebound(j); berr != nil {
 				return p.archive(ctx, j, permanent(berr))
-			} else if moved { // SetPolicy woke it: its tokens went back
+			} else if moved || w.rebook.Load() { // SetPolicy, or a drop of the adaptive rate, woke it: its tokens went back
 				return p.acquire(ctx, j)
 			}
 		}

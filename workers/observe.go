@@ -75,6 +75,7 @@ func (p *Pool) applyNote(ctx context.Context, j *job) {
 		return
 	}
 	if changed {
+		p.rebookBucket(j.key)
 		j.log.Info("workers: the upstream announced its quota: the fleet's effective rate for the bucket follows it",
 			"bucket", j.key, "rate", st.Rate, "ceiling", a.Ceiling.Rate, "per", a.Ceiling.Period.String())
 	}

@@ -3,6 +3,7 @@ package workers
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -79,7 +80,9 @@ func (p *Pool) stopping() bool { return p.closing.Load() }
 
 // waiter is a job waiting in this process for a turn it has reserved.
 type waiter struct {
-	policy string // the route's policy name, for SetPolicy
+	policy string      // the route's policy name, for SetPolicy
+	bucket string      // the job's own bucket, for a drop of its adaptive rate
+	rebook atomic.Bool // woken because the bucket's adaptive rate dropped
 	slot   time.Time
 	cancel context.CancelFunc // ends the wait: the reservation's tokens go back
 	done   chan struct{}      // closed when the wait is over, tokens given back or used
