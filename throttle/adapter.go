@@ -17,6 +17,9 @@ const (
 	adapterFlushEvery = 250 * time.Millisecond
 	// adapterMaxKeys bounds an Adapter's per-bucket bookkeeping.
 	adapterMaxKeys = 10_000
+	// adapterCallTimeout bounds each store call an Adapter makes; callers
+	// need no timer of their own for the calls it spares them.
+	adapterCallTimeout = time.Second
 )
 
 // Adapter is one process's side of adaptive buckets (Adaptive), shared by
@@ -43,7 +46,9 @@ type adapterPending struct {
 	since time.Time
 }
 
-// NewAdapter returns an Adapter over lim.
+// NewAdapter returns an Adapter over lim. Its methods make a store call
+// only when their cache or batch says so, each bounded by a second and by
+// the caller's context.
 func NewAdapter(lim *Limiter) *Adapter {
 	return &Adapter{lim: lim, limits: make(map[string]adapterRead), pending: make(map[string]*adapterPending)}
 }
@@ -60,7 +65,9 @@ func (ad *Adapter) Limit(ctx context.Context, key string, a Adaptive) (Limit, Ad
 	if ok && now.Sub(r.at) < AdapterCacheFor && r.limit.Period == a.Ceiling.Period {
 		return a.limitAt(min(r.st.Rate, a.Ceiling.Rate)), r.st, nil
 	}
-	l, st, err := ad.lim.AdaptiveLimit(ctx, key, a)
+	cctx, cancel := context.WithTimeout(ctx, adapterCallTimeout)
+	defer cancel()
+	l, st, err := ad.lim.AdaptiveLimit(cctx, key, a)
 	if err != nil {
 		return a.Ceiling, st, err
 	}
@@ -80,7 +87,9 @@ func (ad *Adapter) Refused(ctx context.Context, key string, a Adaptive) (st Adap
 	before, known := ad.limits[key]
 	delete(ad.limits, key)
 	ad.mu.Unlock()
-	st, err = ad.lim.Report(ctx, key, a, Answer{Refused: true})
+	cctx, cancel := context.WithTimeout(ctx, adapterCallTimeout)
+	defer cancel()
+	st, err = ad.lim.Report(cctx, key, a, Answer{Refused: true})
 	return st, err == nil && (!known || st.Rate < before.st.Rate), err
 }
 
@@ -105,7 +114,9 @@ func (ad *Adapter) Succeeded(ctx context.Context, key string, a Adaptive) error 
 	}
 	delete(ad.pending, key)
 	ad.mu.Unlock()
-	_, err := ad.lim.Report(ctx, key, a, Answer{Succeeded: n})
+	cctx, cancel := context.WithTimeout(ctx, adapterCallTimeout)
+	defer cancel()
+	_, err := ad.lim.Report(cctx, key, a, Answer{Succeeded: n})
 	return err
 }
 
@@ -120,7 +131,9 @@ func (ad *Adapter) Announced(ctx context.Context, key string, a Adaptive, rate f
 	if known && cur.st.Reason == adaptHeader && near(cur.st.Rate, min(rate, a.Ceiling.Rate), 0.05) {
 		return cur.st, false, nil
 	}
-	st, err = ad.lim.Report(ctx, key, a, Answer{Quota: rate})
+	cctx, cancel := context.WithTimeout(ctx, adapterCallTimeout)
+	defer cancel()
+	st, err = ad.lim.Report(cctx, key, a, Answer{Quota: rate})
 	if err != nil {
 		return st, false, err
 	}

@@ -6,9 +6,7 @@ import "context"
 // (throttle.Adapter: read at most every throttle.AdapterCacheFor). If the
 // store cannot say, the bucket keeps the ceiling.
 func (p *Pool) effective(ctx context.Context, j *job) {
-	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
-	defer cancel()
-	l, _, err := p.adapt.Limit(sctx, j.key, *j.pol.adaptive)
+	l, _, err := p.adapt.Limit(ctx, j.key, *j.pol.adaptive)
 	if err != nil {
 		j.log.Debug("workers: cannot read the adaptive rate; using the ceiling", "err", err)
 	}
@@ -19,9 +17,7 @@ func (p *Pool) effective(ctx context.Context, j *job) {
 // the fleet's effective rate falls, once per overload episode.
 func (p *Pool) adaptRefused(ctx context.Context, j *job) {
 	a := j.pol.adaptive
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-	defer cancel()
-	st, lowered, err := p.adapt.Refused(sctx, j.key, *a)
+	st, lowered, err := p.adapt.Refused(context.WithoutCancel(ctx), j.key, *a)
 	if err != nil {
 		j.log.Debug("workers: cannot report the refusal to the adaptive rate", "err", err)
 		return
@@ -35,9 +31,7 @@ func (p *Pool) adaptRefused(ctx context.Context, j *job) {
 
 // adaptSucceeded counts a success of job j for its adaptive bucket.
 func (p *Pool) adaptSucceeded(ctx context.Context, j *job) {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-	defer cancel()
-	if err := p.adapt.Succeeded(sctx, j.key, *j.pol.adaptive); err != nil {
+	if err := p.adapt.Succeeded(context.WithoutCancel(ctx), j.key, *j.pol.adaptive); err != nil {
 		j.log.Debug("workers: cannot report successes to the adaptive rate", "err", err)
 	}
 }

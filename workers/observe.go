@@ -52,10 +52,11 @@ func (p *Pool) applyNote(ctx context.Context, j *job) {
 	if !ok || a == nil {
 		return
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-	defer cancel()
 	if q.Exhausted && q.Reset > 0 {
-		if _, err := p.cfg.Limiter.Cooldown(sctx, j.key, j.pol.Limit, q.Reset); err != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+		_, err := p.cfg.Limiter.Cooldown(sctx, j.key, j.pol.Limit, q.Reset)
+		cancel()
+		if err != nil {
 			j.log.Debug("workers: cannot hold the bucket for the announced reset", "err", err)
 		} else {
 			j.log.Info("workers: the upstream's quota is spent: the bucket waits for its announced reset",
@@ -69,7 +70,7 @@ func (p *Pool) applyNote(ctx context.Context, j *job) {
 	if a.Ceiling.Period == 0 {
 		rate = q.Rate
 	}
-	st, changed, err := p.adapt.Announced(sctx, j.key, *a, rate)
+	st, changed, err := p.adapt.Announced(context.WithoutCancel(ctx), j.key, *a, rate)
 	if err != nil {
 		j.log.Debug("workers: cannot report the announced quota", "err", err)
 		return

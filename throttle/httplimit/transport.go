@@ -99,9 +99,7 @@ func (t *Transport) limitFor(ctx context.Context, key string) throttle.Policy {
 	if t.Adapt == nil {
 		return t.Limit
 	}
-	cctx, cancel := context.WithTimeout(ctx, cooldownTimeout)
-	defer cancel()
-	l, _, _ := t.adaptive().Limit(cctx, key, *t.Adapt) // the ceiling if the store cannot say
+	l, _, _ := t.adaptive().Limit(ctx, key, *t.Adapt) // the ceiling if the store cannot say
 	return l
 }
 
@@ -112,8 +110,7 @@ func (t *Transport) observe(ctx context.Context, key string, resp *http.Response
 		return
 	}
 	a := *t.Adapt
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cooldownTimeout)
-	defer cancel()
+	cctx := context.WithoutCancel(ctx) // the Adapter bounds its store calls
 	ad := t.adaptive()
 	if q, ok := backoff.ParseQuota(resp.Header, time.Now()); ok {
 		if q.Exhausted && q.Reset > 0 && !refused {
