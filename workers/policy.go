@@ -221,15 +221,32 @@ func (p *policy) buckets(t *asynq.Task, m queue.Meta) ([]throttle.Bucket, string
 	if p.global == nil {
 		return []throttle.Bucket{{Key: key, Limit: p.Limit, N: n}}, key, nil
 	}
-	tag := "{" + p.Name + "}:"
-	own := tag + key
+	own := ownKey(p.Name, key, true)
 	if len(own) > throttle.MaxKeyLen {
-		return nil, "", fmt.Errorf("%w: policy %q: key is %d bytes, more than %d", ErrKey, p.Name, len(key), throttle.MaxKeyLen-len(tag))
+		return nil, "", fmt.Errorf("%w: policy %q: key is %d bytes, more than %d", ErrKey, p.Name, len(key), throttle.MaxKeyLen-len(own)+len(key))
 	}
 	return []throttle.Bucket{
 		{Key: own, Limit: p.Limit, N: n},
-		{Key: tag + globalName, Limit: p.global, N: n},
+		{Key: ownKey(p.Name, globalName, true), Limit: p.global, N: n},
 	}, own, nil
+}
+
+// ownKey is the bucket of key under the policy named name: key itself, or
+// with a global bucket "{name}:key", so that both share a Cluster slot.
+func ownKey(name, key string, global bool) string {
+	if !global {
+		return key
+	}
+	return "{" + name + "}:" + key
+}
+
+// BucketKey is the bucket a job of pol whose key is key (what pol.Key
+// derived, or pol.Name without a key template) takes its tokens from: where
+// its cooldowns and its adaptive rate are kept, for a program that reads them
+// (Limiter.Peek, Limiter.AdaptiveLimit). With a Global bucket it is
+// "{name}:key", so that both share a Cluster slot.
+func BucketKey(pol Policy, key string) string {
+	return ownKey(pol.Name, key, !isNil(pol.Global))
 }
 
 // inFlightKey is the key of the in-flight semaphore of a job whose own bucket

@@ -104,11 +104,11 @@ type bucketState struct {
 }
 
 func cmdInspect(ctx context.Context, f *fleet, opts options, args []string, out io.Writer) error {
-	pol, err := f.policyOf(ctx, args[0], opts.typ)
+	pol, bucket, err := f.policyOf(ctx, args[0], opts.typ)
 	if err != nil {
 		return err
 	}
-	st, err := f.lim.Peek(ctx, args[0], pol)
+	st, err := f.lim.Peek(ctx, bucket, pol)
 	if err != nil {
 		return err
 	}
@@ -123,11 +123,11 @@ func cmdInspect(ctx context.Context, f *fleet, opts options, args []string, out 
 }
 
 func cmdReset(ctx context.Context, f *fleet, opts options, args []string, out io.Writer) error {
-	pol, err := f.policyOf(ctx, args[0], opts.typ)
+	pol, bucket, err := f.policyOf(ctx, args[0], opts.typ)
 	if err != nil {
 		return err
 	}
-	if err := f.lim.Reset(ctx, args[0], pol); err != nil {
+	if err := f.lim.Reset(ctx, bucket, pol); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "reset %s: the bucket is full\n", args[0])
@@ -139,11 +139,11 @@ func cmdCooldown(ctx context.Context, f *fleet, opts options, args []string, out
 	if err != nil || d <= 0 {
 		return cli.Usagef("cooldown %s %q: want a positive duration, e.g. 30s", args[0], args[1])
 	}
-	pol, err := f.policyOf(ctx, args[0], opts.typ)
+	pol, bucket, err := f.policyOf(ctx, args[0], opts.typ)
 	if err != nil {
 		return err
 	}
-	if _, err := f.lim.Cooldown(ctx, args[0], pol, d); err != nil {
+	if _, err := f.lim.Cooldown(ctx, bucket, pol, d); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "cooldown on %s for %v: no process is granted from it until then\n", args[0], d)

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/limitspec"
 	"github.com/sluicehq/sluice/throttle"
+	"github.com/sluicehq/sluice/workers"
 )
 
 // fleet is the limiter's Redis as the sluice command sees it.
@@ -176,17 +177,14 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 			v.RatePerS = perSecond(sp.Limit)
 			v.Keyed = sp.Key != ""
 			if l, ok := sp.Limit.(throttle.Limit); ok && sp.Adapt && !v.Keyed {
-				bucket := sp.Type
-				if sp.Global != nil {
-					bucket = "{" + sp.Type + "}:" + sp.Type
-				}
+				bucket := bucketKey(sp, sp.Type)
 				a := throttle.Adaptive{Ceiling: l, Floor: sp.Floor}
 				if _, st, err := f.lim.AdaptiveLimit(ctx, bucket, a); err == nil {
 					v.Effective, v.EffectiveWhy = perSecond(throttle.Limit{Rate: st.Rate, Period: l.Period, Burst: l.Burst}), st.Reason
 				}
 			}
 			if !v.Keyed {
-				if st, err := f.lim.Peek(ctx, sp.Type, sp.Limit); err == nil {
+				if st, err := f.lim.Peek(ctx, bucketKey(sp, sp.Type), sp.Limit); err == nil {
 					tokens := st.Remaining
 					v.Tokens = &tokens
 					v.Cooldown = st.Cooldown.Seconds()
@@ -200,14 +198,15 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 }
 
 // policyOf finds the policy of bucket key: the limit of type typ (key itself
-// when typ is empty), runtime first, else as the workers apply it.
-func (f *fleet) policyOf(ctx context.Context, key, typ string) (throttle.Policy, error) {
+// when typ is empty), runtime first, else as the workers apply it; and the
+// bucket the workers keep key in under it (see bucketKey).
+func (f *fleet) policyOf(ctx context.Context, key, typ string) (throttle.Policy, string, error) {
 	if typ == "" {
 		typ = key
 	}
 	views, _, err := f.limits(ctx)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	for _, v := range views {
 		if v.Type != typ {
@@ -215,14 +214,14 @@ func (f *fleet) policyOf(ctx context.Context, key, typ string) (throttle.Policy,
 		}
 		sp, err := limitspec.Parse(v.Spec)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if sp.Key != "" && key == typ {
-			return nil, cli.Usagef("%s has a key template (%s): name a bucket it makes, e.g. sluice inspect tenant:acme --type %s", typ, sp.Key, typ)
+			return nil, "", cli.Usagef("%s has a key template (%s): name a bucket it makes, e.g. sluice inspect tenant:acme --type %s", typ, sp.Key, typ)
 		}
-		return sp.Limit, nil
+		return sp.Limit, bucketKey(sp, key), nil
 	}
-	return nil, cli.Usagef("no limit for type %q in the fleet (no runtime limit, no worker reports one); see sluice limits", typ)
+	return nil, "", cli.Usagef("no limit for type %q in the fleet (no runtime limit, no worker reports one); see sluice limits", typ)
 }
 
 // perSecond is a policy's rate in grants per second.
@@ -260,15 +259,26 @@ func (f *fleet) restart(ctx context.Context, old *limitspec.Spec) error {
 	if old == nil || old.Key != "" {
 		return nil
 	}
-	left, err := f.lim.CooldownLeft(ctx, old.Type)
+	bucket := bucketKey(*old, old.Type)
+	left, err := f.lim.CooldownLeft(ctx, bucket)
 	if err != nil {
 		return err
 	}
-	if err := f.lim.Reset(ctx, old.Type, old.Limit); err != nil {
+	if err := f.lim.Reset(ctx, bucket, old.Limit); err != nil {
 		return err
 	}
 	if left > 0 {
-		_, err = f.lim.Cooldown(ctx, old.Type, old.Limit, left)
+		_, err = f.lim.Cooldown(ctx, bucket, old.Limit, left)
 	}
 	return err
+}
+
+// bucketKey is the bucket the workers keep key in under the limit sp
+// (workers.BucketKey): key itself, or "{type}:key" when sp has global=.
+func bucketKey(sp limitspec.Spec, key string) string {
+	pol := workers.Policy{Name: sp.Type}
+	if sp.Global != nil {
+		pol.Global = *sp.Global
+	}
+	return workers.BucketKey(pol, key)
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/throttle"
+	"github.com/sluicehq/sluice/workers"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -144,4 +146,23 @@ func TestCommands(t *testing.T) {
 	r = runArgs("unset", "sleep", "--redis", url)
 	assert.Equal(t, cli.ExitUsage, r.code)
 	assert.Contains(t, r.stderr, `no runtime limit for type "sleep"`)
+}
+
+// A limit with global= keeps its own bucket as "{type}:type"
+// (workers.BucketKey): cooldown, inspect and reset act on that bucket.
+func TestCommandsGlobalBucket(t *testing.T) {
+	srv := redistest.Start(t)
+	r := runArgs("set", "email=5/s,burst=2,global=50/s", "--redis", srv.URL())
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	r = runArgs("cooldown", "email", "30s", "--redis", srv.URL())
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	lim := throttle.NewLimiter(throttle.NewRedisStore(srv.Client(t)))
+	left, err := lim.CooldownLeft(context.Background(), workers.BucketKey(workers.Policy{Name: "email", Global: throttle.Limit{Rate: 50, Period: time.Second, Burst: 50}}, "email"))
+	require.NoError(t, err)
+	assert.Greater(t, left, 25*time.Second, "the pool's own bucket of the type is cooled down")
+	r = runArgs("inspect", "email", "--redis", srv.URL(), "--json")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	var st bucketState
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+	assert.InDelta(t, 30, st.Cooldown, 5)
 }

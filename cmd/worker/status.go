@@ -52,7 +52,7 @@ func newRates(now time.Time) *rates { return &rates{start: now} }
 func (r *rates) counted(h asynq.Handler, pol *workers.Policy) asynq.Handler {
 	rate, period := rateOf(pol.Limit)
 	pr := &policyRate{name: pol.Name, rate: rate, period: period, perKey: pol.Key != nil, lastAt: r.start}
-	pr.adaptive, pr.bucket = adaptiveOf(*pol), bucketOf(*pol)
+	pr.adaptive, pr.bucket = adaptiveOf(*pol), workers.BucketKey(*pol, pol.Name)
 	r.policies = append(r.policies, pr)
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		pr.runs.Add(1)
@@ -69,7 +69,7 @@ func (r *rates) setLimit(name string, pol workers.Policy) {
 	for _, p := range r.policies {
 		if p.name == name {
 			p.rate, p.period, p.perKey = rate, period, pol.Key != nil
-			p.adaptive, p.bucket, p.eff, p.why = adaptiveOf(pol), bucketOf(pol), 0, ""
+			p.adaptive, p.bucket, p.eff, p.why = adaptiveOf(pol), workers.BucketKey(pol, pol.Name), 0, ""
 		}
 	}
 }
@@ -83,19 +83,10 @@ func adaptiveOf(pol workers.Policy) *throttle.Adaptive {
 	return &throttle.Adaptive{Ceiling: l, Floor: pol.AdaptFloor}
 }
 
-// bucketOf is the key of a policy's own bucket when it has no key template:
-// its name, or with a global bucket "{name}:name" (workers.Pool puts both in
-// one Cluster slot).
-func bucketOf(pol workers.Policy) string {
-	if pol.Global != nil {
-		return "{" + pol.Name + "}:" + pol.Name
-	}
-	return pol.Name
-}
-
 // adaptiveWant is one adaptive limit with one bucket: its policy's name, its
 // bucket, its ceiling and floor.
 type adaptiveWant struct {
+	p            *policyRate
 	name, bucket string
 	a            throttle.Adaptive
 }
@@ -107,7 +98,7 @@ func (r *rates) adaptives() []adaptiveWant {
 	var out []adaptiveWant
 	for _, p := range r.policies {
 		if p.adaptive != nil {
-			out = append(out, adaptiveWant{p.name, p.bucket, *p.adaptive})
+			out = append(out, adaptiveWant{p, p.name, p.bucket, *p.adaptive})
 		}
 	}
 	return out
@@ -116,20 +107,7 @@ func (r *rates) adaptives() []adaptiveWant {
 // readAdaptive reads the effective rate of each adaptive policy with one
 // bucket, for the next snapshot.
 func (r *rates) readAdaptive(ctx context.Context, lim *throttle.Limiter) {
-	r.mu.Lock()
-	type want struct {
-		p      *policyRate
-		a      throttle.Adaptive
-		bucket string
-	}
-	var ws []want
-	for _, p := range r.policies {
-		if p.adaptive != nil {
-			ws = append(ws, want{p, *p.adaptive, p.bucket})
-		}
-	}
-	r.mu.Unlock()
-	for _, w := range ws {
+	for _, w := range r.adaptives() {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		_, st, err := lim.AdaptiveLimit(cctx, w.bucket, w.a)
 		cancel()
