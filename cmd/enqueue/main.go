@@ -16,18 +16,13 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/internal/cli"
 )
 
 func main() {
-	// go-redis logs its own dial failures; enqueue reports them itself.
-	redis.SetLogger(quietLogger{})
+	cli.QuietRedisLog()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
-
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}

@@ -21,14 +21,11 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/sluicehq/sluice/internal/cli"
 )
 
 func main() {
-	// go-redis logs its own dial failures; the worker reports them itself.
-	redis.SetLogger(quietLogger{})
+	cli.QuietRedisLog()
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -46,7 +43,3 @@ func watchSignals(sigs <-chan os.Signal, cancel context.CancelCauseFunc, stderr 
 	fmt.Fprintf(stderr, "%s: received %v again; exiting without waiting for running jobs\n", prog, sig)
 	exit(cli.ExitInterrupted)
 }
-
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 
 	"github.com/sluicehq/sluice/internal/cli"
@@ -17,7 +16,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	redis.SetLogger(quietLogger{}) // as main does
+	cli.QuietRedisLog() // as main does
 	redistest.Main(m)
 }
 

@@ -226,3 +226,11 @@ func roundTimeout(d time.Duration) time.Duration {
 	}
 	return d.Round(time.Millisecond)
 }
+
+// QuietRedisLog stops go-redis from logging its own dial failures: the
+// commands report a Redis they cannot reach themselves, once and readably.
+func QuietRedisLog() { redis.SetLogger(quietLogger{}) }
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
