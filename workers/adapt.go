@@ -1,6 +1,10 @@
 package workers
 
-import "context"
+import (
+	"context"
+	"strconv"
+	"strings"
+)
 
 // effective sets job j's own bucket to its adaptive limit's effective rate
 // (throttle.Adapter: read at most every throttle.AdapterCacheFor). If the
@@ -10,7 +14,44 @@ func (p *Pool) effective(ctx context.Context, j *job) {
 	if err != nil {
 		j.log.Debug("workers: cannot read the adaptive rate; using the ceiling", "err", err)
 	}
-	j.buckets[0].Limit = l
+	j.buckets[0].Limit, j.rate = l, l.Rate
+}
+
+// ticketMark is what a ticket records of the limits it was booked under:
+// the policy's fingerprint, and the adaptive rate if there was one.
+func ticketMark(fp string, rate float64) string {
+	if rate <= 0 {
+		return fp
+	}
+	return fp + "@" + strconv.FormatFloat(rate, 'g', 6, 64)
+}
+
+// ticketVoid reports whether job j's ticket was booked under limits that no
+// longer hold, and which: a policy changed since (SetPolicy), or an adaptive
+// rate that has since dropped (a turn booked at the old pace would spend
+// what the upstream no longer allows). A ticket that recorded neither stands.
+func (p *Pool) ticketVoid(ctx context.Context, j *job) (bool, string) {
+	mark := j.meta.SlotPolicy
+	if mark == "" {
+		return false, ""
+	}
+	fp, rate, hasRate := strings.Cut(mark, "@")
+	if fp != j.pol.fp {
+		return true, "the limit changed"
+	}
+	if !hasRate || j.pol.adaptive == nil {
+		return false, ""
+	}
+	booked, err := strconv.ParseFloat(rate, 64)
+	if err != nil {
+		return false, ""
+	}
+	j.rate = booked // kept if the job goes back with its ticket again
+	l, _, err := p.adapt.Limit(context.WithoutCancel(ctx), j.key, *j.pol.adaptive)
+	if err == nil && l.Rate < 0.95*booked {
+		return true, "the adaptive rate dropped"
+	}
+	return false, ""
 }
 
 // adaptRefused reports an upstream refusal of job j to its adaptive bucket:

@@ -91,7 +91,7 @@ func (p *Pool) comeBack(ctx context.Context, j *job, delay time.Duration, slot t
 	p.requeued(ctx, j.rt, why)
 	fp := ""
 	if j.pol != nil {
-		fp = j.pol.fp
+		fp = ticketMark(j.pol.fp, j.rate)
 	}
 	if _, err := p.client.RequeueTicket(ctx, j.task, delay, slot, fp); err != nil {
 		j.log.Error("workers: queue store (asynq's Redis) unavailable: cannot send the job back; asynq's retry path takes it",

@@ -23,6 +23,7 @@ type job struct {
 	rt      *route
 	pol     *policy      // the route's policy when the job began (SetPolicy may change it since); nil: unthrottled
 	note    upstreamNote // what the handler observed of the upstream's quota (ObserveResponse)
+	rate    float64      // the adaptive rate the job's turn was booked at (effective); 0 if none
 	meta    queue.Meta   // the task's sluice headers; a malformed one is left zero
 	retried int          // asynq's retry count of this run
 	start   time.Time
@@ -247,9 +248,8 @@ func (p *Pool) notReserved(ctx context.Context, j *job, err error) error {
 // could have been early sends it back again keeping the ticket, as does a
 // pool that stops while it sleeps.
 func (p *Pool) redeem(ctx context.Context, j *job) error {
-	if j.meta.SlotPolicy != "" && j.meta.SlotPolicy != j.pol.fp {
-		// Booked under limits that were changed since (SetPolicy): void.
-		j.log.Debug("workers: the limit changed since the ticket was booked; taking a new turn")
+	if void, why := p.ticketVoid(ctx, j); void {
+		j.log.Debug("workers: " + why + " since the ticket was booked; taking a new turn")
 		return p.acquire(ctx, j)
 	}
 	slot := j.meta.Slot
