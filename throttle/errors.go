@@ -25,14 +25,22 @@ var (
 // the caller's budget (its context deadline or maxWait). Nothing was taken.
 type LimitedError struct {
 	RetryAfter time.Duration // how long until the same request could be granted at once
+	// OverShare: the call's tenant is over its Share of the shared bucket;
+	// RetryAfter is its place in its tenant's line (see Share).
+	OverShare bool
 }
 
 func (e *LimitedError) Error() string {
+	if e.OverShare {
+		return fmt.Sprintf("throttle: limited: over its share, come back after %v", e.RetryAfter)
+	}
 	return fmt.Sprintf("throttle: limited: retry after %v", e.RetryAfter)
 }
 
-// Is makes errors.Is(err, ErrLimited) true.
-func (e *LimitedError) Is(target error) bool { return target == ErrLimited }
+// Is makes errors.Is(err, ErrLimited) true, and ErrOverShare when OverShare.
+func (e *LimitedError) Is(target error) bool {
+	return target == ErrLimited || (e.OverShare && target == ErrOverShare)
+}
 
 // StoreError reports a store that could not be reached, timed out, answered
 // something that is not a valid reply, or refused this client (a wrong

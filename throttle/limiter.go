@@ -46,6 +46,9 @@ type Bucket struct {
 	Key   string
 	Limit Policy
 	N     int
+	// Share, if set, divides this bucket among tenants by weight (see
+	// Share); at most one bucket of a call may have one.
+	Share *Share
 }
 
 // Result is the outcome of TryAcquire.
@@ -75,6 +78,16 @@ func (l *Limiter) check(req *request) error {
 			return err
 		}
 		b.Limit = a
+		sh, found, err := checkShare(b, i)
+		switch {
+		case err != nil:
+			return err
+		case found && req.share != nil:
+			return invalidf("buckets %q and %q both have a Share: a call may share one bucket", req.share.bucket, b.Key)
+		case found:
+			sh.bucket = b.Key
+			req.share = &sh
+		}
 	}
 	return nil
 }
@@ -232,7 +245,7 @@ func (l *Limiter) reserve(ctx context.Context, req request) (*Reservation, error
 	}
 	if !d.granted {
 		l.tel.outcome(ctx, req.one.Key, outDenied)
-		return nil, &LimitedError{RetryAfter: micros(d.wait)}
+		return nil, &LimitedError{RetryAfter: micros(d.wait), OverShare: d.overShare}
 	}
 	return newReservation(owner, req, d), nil
 }

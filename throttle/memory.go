@@ -22,6 +22,7 @@ type MemoryStore struct {
 	cooldowns map[memKey]int64     // a cooldown's end by bucket name (kind unset), µs
 	sems      *memSems             // semaphores of Concurrency and their waiting Holds (memory_hold.go)
 	adapts    map[memKey]*memAdapt // adaptive buckets' effective rates (kind unset)
+	shares    memShares            // shared buckets' tenants (share_memory.go)
 }
 
 // memKey names a key's state: a bucket name under a prefix, and its policy's
@@ -55,7 +56,7 @@ func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 	c := newStoreConfig(opts)
 	return &MemoryStore{clock: c.clock, start: time.Now(), entries: make(map[memKey]*memEntry),
 		markers: make(map[string]int64), cooldowns: make(map[memKey]int64), sems: newMemSems(),
-		adapts: make(map[memKey]*memAdapt)}
+		adapts: make(map[memKey]*memAdapt), shares: memShares{}}
 }
 
 func (m *MemoryStore) configErr() error { return nil }
@@ -84,6 +85,12 @@ func (m *MemoryStore) sweep(now int64) {
 	for k, ends := range m.cooldowns {
 		if ends <= now {
 			delete(m.cooldowns, k)
+		}
+		break
+	}
+	for k, ms := range m.shares {
+		if ms.till <= now {
+			delete(m.shares, k)
 		}
 		break
 	}
@@ -175,6 +182,16 @@ func (m *MemoryStore) decide(req request) decision {
 		c.e0, c.ok, c.retry = c.m.tail(now, c.n, req.maxWait)
 		cs = append(cs, c)
 	}
+	var sc *shareCall
+	if req.share != nil {
+		sc = m.shares.load(req.prefix, req.share, now)
+		if wait, over := sc.over(now); over {
+			for i := range cs {
+				m.close(&cs[i], now)
+			}
+			return decision{now: now, wait: wait, overShare: true}
+		}
+	}
 
 	s, refused, isRefused := now, int64(0), false
 	for moved := true; moved && !isRefused; {
@@ -216,6 +233,9 @@ func (m *MemoryStore) decide(req request) decision {
 				c.handle = c.m.commit(now, s, c.n)
 			}
 			d.setHandle(i, c.handle)
+		}
+		if sc != nil {
+			sc.commit()
 		}
 	}
 	d.remaining = maxBurst

@@ -105,6 +105,11 @@ func (s *RedisStore) reserve(ctx context.Context, req request) (decision, error)
 		keys = bucketKeys(keys, req.prefix, req.at(i))
 		args = bucketArgs(args, req.at(i))
 	}
+	if sh := req.share; sh != nil {
+		tags, info := shareKeys(req.prefix, sh.bucket)
+		keys = append(keys, tags, info)
+		args = append(args, sh.tenant, sh.weight, sh.horizon, sh.t, sh.n)
+	}
 	v, err := bucketScripts[scriptReserve][req.kind()].Run(ctx, s.rdb, keys, args...).Result()
 	if err != nil {
 		return decision{}, s.fail("reserve", err)
@@ -138,7 +143,7 @@ func parseDecision(v any, n int) (decision, error) {
 	if err != nil {
 		return decision{}, err
 	}
-	d := decision{granted: ints[0] == 1, wait: ints[1], remaining: int(ints[2]), reset: ints[3], now: ints[4]}
+	d := decision{granted: ints[0] == 1, overShare: ints[0] == 2, wait: ints[1], remaining: int(ints[2]), reset: ints[3], now: ints[4]}
 	if d.granted {
 		d.handle = ints[5]
 		if n > 1 {

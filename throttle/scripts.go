@@ -9,7 +9,8 @@ import (
 
 // The bucket scripts are composed from files in lua/: now.lua, prelude.lua
 // and holes.lua, the modules of the policies a call uses (tat.lua, then
-// tb.lua, lb.lua, fw.lua, sl.lua, sw.lua), then the operation's main file.
+// tb.lua, lb.lua, fw.lua, sl.lua, sw.lua), then the operation's main file
+// (reserve's after share.lua).
 // A call whose buckets share one policy runs the script with that module
 // only; a call mixing policies runs the one with every module. Each file's
 // header documents its part: KEYS, ARGV and reply in the main files.
@@ -33,6 +34,8 @@ var (
 	//go:embed lua/sw.lua
 	swLua string
 
+	//go:embed lua/share.lua
+	shareLua string
 	//go:embed lua/reserve.lua
 	reserveLua string
 	//go:embed lua/refund.lua
@@ -74,7 +77,7 @@ var bucketScripts = func() (s [numScriptOps][numKinds + 1]*redis.Script) {
 		kindSW: swLua,
 	}
 	all := tatLua + tbLua + lbLua + fwLua + slLua + swLua
-	mains := [numScriptOps]string{scriptReserve: reserveLua, scriptRefund: refundLua, scriptCooldown: cooldownLua, scriptPeek: peekLua}
+	mains := [numScriptOps]string{scriptReserve: shareLua + "\n" + reserveLua, scriptRefund: refundLua, scriptCooldown: cooldownLua, scriptPeek: peekLua}
 	for o, main := range mains {
 		for k := range modules {
 			s[o][k] = bucketScript(modules[k], main)

@@ -61,7 +61,8 @@ type request struct {
 	prefix  string
 	one     Bucket
 	more    []Bucket
-	maxWait int64 // µs; negative means no bound
+	maxWait int64  // µs; negative means no bound
+	share   *share // the checked Share of one bucket, if any
 }
 
 func (r *request) len() int { return 1 + len(r.more) }
@@ -90,6 +91,7 @@ func (b *Bucket) algo() algo { return b.Limit.(algo) }
 // decision is a store's answer to reserve.
 type decision struct {
 	granted   bool
+	overShare bool    // not granted: the tenant is over its share; wait is its come-back
 	wait      int64   // µs until the caller may act (granted), or RetryAfter (denied)
 	remaining int     // fewest left in any bucket
 	reset     int64   // µs until every bucket could grant its most at once

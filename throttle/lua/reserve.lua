@@ -6,11 +6,15 @@
 -- ARGV[1]  now in µs, or "" to read Redis TIME (tests pass an explicit now)
 -- ARGV[2]  the longest wait in µs the caller accepts; "-1" means no bound
 -- ARGV[3..] five per bucket: kind, n, a1, a2, a3
+-- and, for a call with a share (throttle.Share), two keys and five
+-- arguments more (share.lua).
 --
 -- Reply: {granted (0|1), wait µs, remaining, reset µs, now µs, handle_1 .. handle_k}
 --   granted 1: every bucket booked n at now + wait, the slot; handle_i is
 --              what a refund of bucket i needs (0: served from a hole).
 --   granted 0: nothing changed; wait is the RetryAfter; the handles are 0.
+--   granted 2: the tenant is over its share: nothing booked; wait is its
+--              come-back place, moved on (share.lua).
 --   remaining: the fewest any bucket could grant at once; reset: the µs until
 --              every bucket could grant its most at once.
 --
@@ -21,13 +25,22 @@
 -- own RetryAfter.
 
 local maxwait = tonumber(ARGV[2])
+local k = math.floor(#KEYS / 3)
 local bs = {}
-for i = 1, #KEYS / 3 do
+for i = 1, k do
   local b = bucket(i, 3)
   M[b.kind].load(b)
   H.load(b)
   b.e, b.rw = M[b.kind].tail(b, maxwait)
   bs[i] = b
+end
+
+shareload(k)
+local over = shareover()
+if over then
+  local reply = {2, over, 0, 0, now}
+  for i = 1, k do reply[5 + i] = 0 end
+  return reply
 end
 
 local s, refused = now, nil
@@ -62,6 +75,7 @@ elseif maxwait < 0 or wait <= maxwait then
       b.handle = M[b.kind].commit(b, s)
     end
   end
+  sharecommit()
 end
 
 local remaining, reset = nil, 0

@@ -1,0 +1,117 @@
+package throttle
+
+import (
+	"container/heap"
+	"math"
+)
+
+// memShares is lua/share.lua in Go: the tenants of each shared bucket of a
+// MemoryStore. The store's mutex guards it.
+type memShares map[string]*memShare
+
+// memShare is one shared bucket's tenants.
+type memShare struct {
+	tags    map[string]int64 // tenant → tag, µs; only tags ahead of the last expiry
+	weights map[string]int64
+	backs   map[string]int64 // tenant → its next come-back place, µs
+	sum     int64            // W: the sum of weights
+	order   tagHeap          // (tag, tenant), stale entries skipped
+	till    int64            // when the Redis keys would expire, µs
+}
+
+// tagEntry is a tenant's tag as it was pushed; stale once the tenant's tag moved.
+type tagEntry struct {
+	tag    int64
+	tenant string
+}
+
+// tagHeap orders tags as ZRANGEBYSCORE does: by tag, then by tenant.
+type tagHeap []tagEntry
+
+func (h tagHeap) Len() int { return len(h) }
+func (h tagHeap) Less(i, j int) bool {
+	if h[i].tag != h[j].tag {
+		return h[i].tag < h[j].tag
+	}
+	return h[i].tenant < h[j].tenant
+}
+func (h tagHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *tagHeap) Push(x any)   { *h = append(*h, x.(tagEntry)) }
+func (h *tagHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// shareCall is one call's view of its shared bucket (share.lua's S).
+type shareCall struct {
+	ms       *memShare
+	sh       *share
+	tag, old int64 // the tenant's tag (at least now); its stored weight, 0 if none
+}
+
+// load is share.lua's shareload: it forgets up to shareExpireBatch tenants
+// whose tags have passed and reads the caller's.
+func (s memShares) load(prefix string, sh *share, now int64) *shareCall {
+	key := prefix + sh.bucket
+	ms := s[key]
+	if ms != nil && ms.till <= now {
+		delete(s, key) // its Redis keys would have expired
+		ms = nil
+	}
+	if ms == nil {
+		ms = &memShare{tags: map[string]int64{}, weights: map[string]int64{}, backs: map[string]int64{}}
+		s[key] = ms
+	}
+	for gone := 0; gone < shareExpireBatch && len(ms.order) > 0; {
+		e := ms.order[0]
+		if tag, ok := ms.tags[e.tenant]; !ok || tag != e.tag {
+			heap.Pop(&ms.order) // stale
+			continue
+		}
+		if e.tag > now {
+			break
+		}
+		heap.Pop(&ms.order)
+		ms.sum -= ms.weights[e.tenant]
+		delete(ms.tags, e.tenant)
+		delete(ms.weights, e.tenant)
+		delete(ms.backs, e.tenant)
+		gone++
+	}
+	ms.sum = max(ms.sum, 0)
+	c := &shareCall{ms: ms, sh: sh, tag: now, old: ms.weights[sh.tenant]}
+	if tag, ok := ms.tags[sh.tenant]; ok && tag > now {
+		c.tag = tag
+	}
+	return c
+}
+
+func (c *shareCall) keep(till int64) { c.ms.till = max(c.ms.till, till) }
+
+// over is share.lua's shareover.
+func (c *shareCall) over(now int64) (wait int64, over bool) {
+	if c.tag-now <= c.sh.horizon {
+		return 0, false
+	}
+	d := max(c.ms.backs[c.sh.tenant], c.tag-c.sh.horizon)
+	c.ms.backs[c.sh.tenant] = d + c.sh.n*c.sh.t
+	c.keep(d + c.sh.n*c.sh.t)
+	return d - now, true
+}
+
+// commit is share.lua's sharecommit.
+func (c *shareCall) commit() {
+	ms, sh := c.ms, c.sh
+	ms.sum = ms.sum - c.old + sh.weight
+	step := math.Ceil(float64(sh.n) * float64(sh.t) * float64(ms.sum) / float64(sh.weight))
+	c.tag += int64(min(step, maxShareStep))
+	ms.tags[sh.tenant] = c.tag
+	ms.weights[sh.tenant] = sh.weight
+	heap.Push(&ms.order, tagEntry{c.tag, sh.tenant})
+	c.keep(c.tag)
+}
+
+// maxShareStep bounds one move of a tag, µs (as share.lua does).
+const maxShareStep = 1e14
