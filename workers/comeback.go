@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hibiken/asynq"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
@@ -78,6 +80,13 @@ func (p *Pool) sendBackWith(ctx context.Context, j *job, r *throttle.Reservation
 // then. A job that held a ticket comes back that way with its old ticket
 // headers, and since asynq did not count a retry it is honoured again.
 func (p *Pool) comeBack(ctx context.Context, j *job, delay time.Duration, slot time.Time, why reason) error {
+	_, err := p.requeue(ctx, j, delay, slot, why)
+	return err
+}
+
+// requeue is comeBack, which also returns the copy's TaskInfo (nil if none
+// was made: the error then sends the original down asynq's retry path).
+func (p *Pool) requeue(ctx context.Context, j *job, delay time.Duration, slot time.Time, why reason) (*asynq.TaskInfo, error) {
 	delay = max(delay, 0)
 	if slot.IsZero() {
 		// asynq keeps due times in whole seconds: a shorter delay would bring the
@@ -93,11 +102,12 @@ func (p *Pool) comeBack(ctx context.Context, j *job, delay time.Duration, slot t
 	if j.pol != nil {
 		fp = ticketMark(j.pol.fp, j.rate)
 	}
-	if _, err := p.client.RequeueTicket(ctx, j.task, delay, slot, fp); err != nil {
+	info, err := p.client.RequeueTicket(ctx, j.task, delay, slot, fp)
+	if err != nil {
 		j.log.Error("workers: queue store (asynq's Redis) unavailable: cannot send the job back; asynq's retry path takes it",
 			"reason", why.String(), "delay", delay, "err", err)
-		return queue.Throttled(delay, fmt.Sprintf("workers: %s: sending the job back failed: %v", why, err))
+		return nil, queue.Throttled(delay, fmt.Sprintf("workers: %s: sending the job back failed: %v", why, err))
 	}
 	j.log.Debug("workers: job sent back", "reason", why.String(), "delay", delay, "ticket", !slot.IsZero())
-	return nil
+	return info, nil
 }

@@ -174,6 +174,10 @@ func (p *Pool) acquire(ctx context.Context, j *job) error {
 	if err != nil {
 		span.RecordError(err)
 		span.End()
+		var limited *throttle.LimitedError
+		if errors.As(err, &limited) && limited.OverShare {
+			return p.overShare(ctx, j, limited.RetryAfter)
+		}
 		return p.notReserved(ctx, j, err)
 	}
 	d := r.Delay()

@@ -77,6 +77,18 @@ type Policy struct {
 	// rate, per Limit's Period (0: a tenth of it).
 	Adapt      bool
 	AdaptFloor float64
+	// Fair shares Global among the keys Key derives (tenants) by weight:
+	// while several keys have jobs, each gets its share of Global's rate,
+	// and a key alone gets all of it (throttle.Share). A job of a key that
+	// is over its share goes back to the queue without a turn and comes
+	// back at its place in its key's line. It needs Key and Global.
+	Fair bool
+	// Weights are the keys' weights under Fair, by derived key; a key not
+	// listed weighs 1. Each from 1 to throttle.MaxShareWeight.
+	Weights map[string]int
+	// FairHorizon is how far ahead of now one key may book Global under
+	// Fair; 0 means throttle.DefaultShareHorizon.
+	FairHorizon time.Duration
 }
 
 // KeyFunc derives a job's bucket key from its task, e.g. a tenant id read
@@ -108,6 +120,10 @@ type policy struct {
 func fingerprint(p *policy) string {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%#v|%#v|%d|%#v|%v|%g", p.Limit, p.global, p.Cost, p.slots, p.Adapt, p.AdaptFloor)
+	if p.Fair {
+		// fmt prints a map's keys sorted: the same weights, the same print.
+		fmt.Fprintf(h, "|fair %v %v", p.Weights, p.FairHorizon)
+	}
 	return strconv.FormatUint(h.Sum64(), 36)
 }
 
@@ -158,7 +174,31 @@ func newPolicy(pol Policy, defaultWait time.Duration) (*policy, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("policy %q: %w", pol.Name, err)
 	}
+	if pol.Fair {
+		switch {
+		case pol.Key == nil:
+			bad("Fair needs Key: it shares Global among the keys Key derives")
+		case isNil(pol.Global):
+			bad("Fair needs Global: the bucket it shares among keys")
+		}
+		for k, w := range pol.Weights {
+			if w < 1 || w > throttle.MaxShareWeight {
+				bad("Weights[%q] %d is not between 1 and %d", k, w, throttle.MaxShareWeight)
+			}
+		}
+		if pol.FairHorizon < 0 || pol.FairHorizon > throttle.MaxShareHorizon {
+			bad("FairHorizon %v is not between 0 and %v", pol.FairHorizon, throttle.MaxShareHorizon)
+		}
+	} else if len(pol.Weights) > 0 {
+		bad("Weights are set without Fair")
+	}
 	p := &policy{Policy: pol, maxWait: or(pol.MaxWait, defaultWait), slots: slots}
+	if pol.Weights != nil {
+		p.Weights = make(map[string]int, len(pol.Weights)) // a copy: the caller's map may change after
+		for k, w := range pol.Weights {
+			p.Weights[k] = w
+		}
+	}
 	if !isNil(pol.Global) {
 		p.global = pol.Global
 	} else {
@@ -225,10 +265,14 @@ func (p *policy) buckets(t *asynq.Task, m queue.Meta) ([]throttle.Bucket, string
 	if len(own) > throttle.MaxKeyLen {
 		return nil, "", fmt.Errorf("%w: policy %q: key is %d bytes, more than %d", ErrKey, p.Name, len(key), throttle.MaxKeyLen-len(own)+len(key))
 	}
-	return []throttle.Bucket{
+	bs := []throttle.Bucket{
 		{Key: own, Limit: p.Limit, N: n},
 		{Key: ownKey(p.Name, globalName, true), Limit: p.global, N: n},
-	}, own, nil
+	}
+	if p.Fair {
+		bs[1].Share = &throttle.Share{Tenant: key, Weight: p.Weights[key], Horizon: p.FairHorizon}
+	}
+	return bs, own, nil
 }
 
 // ownKey is the bucket of key under the policy named name: key itself, or

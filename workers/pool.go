@@ -34,14 +34,15 @@ var ErrPoolClosed = errors.New("workers: pool is shut down")
 // Its methods are safe for concurrent use, except that every Handle call must
 // come before Start.
 type Pool struct {
-	cfg    Config
-	log    *slog.Logger
-	rdb    redis.UniversalClient // the queues' Redis: the pool's own client
-	srv    *asynq.Server
-	client *queue.Client
-	tel    *telemetry
-	stats  stats
-	adapt  *throttle.Adapter
+	cfg     Config
+	log     *slog.Logger
+	rdb     redis.UniversalClient // the queues' Redis: the pool's own client
+	srv     *asynq.Server
+	client  *queue.Client
+	tel     *telemetry
+	stats   stats
+	adapt   *throttle.Adapter
+	promote promoter // moves jobs sent away over their share back at their places
 
 	mu      sync.Mutex
 	state   poolState

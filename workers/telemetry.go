@@ -34,10 +34,11 @@ const (
 	reasonStore                  // the limiter's store is unavailable
 	reasonHandler                // the handler returned a queue.ThrottledError
 	reasonInFlight               // no in-flight slot within its wait budget, or its slot was lost
+	reasonShare                  // its tenant is over its share of the global bucket (Policy.Fair)
 	numReasons
 )
 
-var reasonNames = [numReasons]string{"budget", "upstream", "shutdown", "store", "handler", "in_flight"}
+var reasonNames = [numReasons]string{"budget", "upstream", "shutdown", "store", "handler", "in_flight", "share"}
 
 func (r reason) String() string { return reasonNames[r] }
 

@@ -75,6 +75,8 @@ func policyFor(sp limitspec.Spec) (workers.Policy, error) {
 		InFlight:   sp.InFlight,
 		Adapt:      sp.Adapt,
 		AdaptFloor: sp.Floor,
+		Fair:       sp.Fair,
+		Weights:    sp.Weights,
 	}
 	if sp.Global != nil {
 		pol.Global = *sp.Global

@@ -16,19 +16,21 @@ const MaxFileSize = 1 << 20
 // fileEntry is one entry of the limits file. Pointers tell a field left out
 // from a zero written on purpose, which is an error.
 type fileEntry struct {
-	Type     string `json:"type"`
-	Rate     string `json:"rate"`      // RATE/UNIT, as in a spec
-	Policy   string `json:"policy"`    // absent: token-bucket
-	Burst    *int   `json:"burst"`     // token-bucket; absent: the default burst
-	Slots    *int   `json:"slots"`     // sliding-window; absent: 10
-	Capacity *int   `json:"capacity"`  // leaky-bucket; absent: the default, as burst
-	Key      string `json:"key"`       // key template
-	MaxWait  string `json:"max_wait"`  // Go duration; absent: the worker's default
-	Cost     *int   `json:"cost"`      // absent: 1
-	Global   string `json:"global"`    // RATE/UNIT[:BURST]; absent: no global bucket
-	InFlight *int   `json:"in_flight"` // absent: no bound
-	Adapt    *bool  `json:"adapt"`     // absent: on for token-bucket
-	Floor    string `json:"floor"`     // RATE/UNIT; absent: a tenth of the rate
+	Type     string         `json:"type"`
+	Rate     string         `json:"rate"`      // RATE/UNIT, as in a spec
+	Policy   string         `json:"policy"`    // absent: token-bucket
+	Burst    *int           `json:"burst"`     // token-bucket; absent: the default burst
+	Slots    *int           `json:"slots"`     // sliding-window; absent: 10
+	Capacity *int           `json:"capacity"`  // leaky-bucket; absent: the default, as burst
+	Key      string         `json:"key"`       // key template
+	MaxWait  string         `json:"max_wait"`  // Go duration; absent: the worker's default
+	Cost     *int           `json:"cost"`      // absent: 1
+	Global   string         `json:"global"`    // RATE/UNIT[:BURST]; absent: no global bucket
+	InFlight *int           `json:"in_flight"` // absent: no bound
+	Adapt    *bool          `json:"adapt"`     // absent: on for token-bucket
+	Floor    string         `json:"floor"`     // RATE/UNIT; absent: a tenth of the rate
+	Fair     *bool          `json:"fair"`      // absent: on with key and global
+	Weights  map[string]int `json:"weights"`   // derived key → weight; absent: equal
 }
 
 // LoadFile reads the limits file at path, JSON of the form
@@ -226,6 +228,13 @@ func (e fileEntry) spec() (Spec, error) {
 			return Spec{}, invalidf("in_flight %d must be at least 1 (leave it out for no bound)", *e.InFlight)
 		}
 		sp.InFlight = *e.InFlight // its upper bound is checked by Validate
+	}
+	fa := fairness{weights: e.Weights}
+	if e.Fair != nil {
+		fa.set, fa.on = true, *e.Fair
+	}
+	if err := fa.apply(&sp); err != nil {
+		return Spec{}, err
 	}
 	if err := sp.Validate(); err != nil {
 		return Spec{}, err

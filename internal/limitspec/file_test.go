@@ -43,6 +43,7 @@ func TestLoadFile(t *testing.T) {
 			MaxWait: 2 * time.Second,
 			Cost:    1,
 			Global:  &throttle.Limit{Rate: 500, Period: time.Second, Burst: 50},
+			Fair:    true,
 		},
 		{
 			Type:     "report:build",

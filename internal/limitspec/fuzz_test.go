@@ -2,6 +2,8 @@ package limitspec
 
 import (
 	"errors"
+	"maps"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -72,6 +74,10 @@ func equal(a, b Spec) bool {
 	if a.Global != nil && *a.Global != *b.Global {
 		return false
 	}
+	if !maps.Equal(a.Weights, b.Weights) {
+		return false
+	}
 	a.Global, b.Global = nil, nil
-	return a == b
+	a.Weights, b.Weights = nil, nil
+	return reflect.DeepEqual(a, b)
 }

@@ -47,5 +47,12 @@ func (s Spec) clone() Spec {
 		g := *s.Global
 		s.Global = &g
 	}
+	if s.Weights != nil {
+		ws := make(map[string]int, len(s.Weights))
+		for k, w := range s.Weights {
+			ws[k] = w
+		}
+		s.Weights = ws
+	}
 	return s
 }

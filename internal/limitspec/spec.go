@@ -49,6 +49,12 @@ type Spec struct {
 	// Floor is the least effective rate of an adaptive limit, per Limit's
 	// period; 0 means the default, a tenth of the rate.
 	Floor float64
+	// Fair shares Global among the keys by weight (workers.Policy.Fair). On
+	// by default when the spec has both Key and Global; fair=off turns it off.
+	Fair bool
+	// Weights are the keys' weights under Fair, by the key the template
+	// derives ("tenant:acme"); a key not listed weighs 1.
+	Weights map[string]int
 }
 
 // Parse parses one limit written as
@@ -118,6 +124,7 @@ func parse(s string) (Spec, error) {
 	}
 	var sh shape
 	var ad adaptive
+	var fa fairness
 	if hasOpts {
 		seen := make(map[string]bool, 5)
 		for part := range strings.SplitSeq(opts, ",") {
@@ -161,8 +168,13 @@ func parse(s string) (Spec, error) {
 				ad.on, err = parseAdapt(value)
 			case optFloor:
 				ad.floor, ad.floorP, err = parseRate(value)
+			case optFair:
+				fa.set = true
+				fa.on, err = parseOnOff(optFair, value)
+			case optWeights:
+				fa.weights, err = parseWeights(value)
 			default:
-				err = invalidf("unknown option %s (want policy, burst, slots, capacity, key, max-wait, cost, global, in-flight, adapt or floor)", quote(name))
+				err = invalidf("unknown option %s (want policy, burst, slots, capacity, key, max-wait, cost, global, in-flight, adapt, floor, fair or weights)", quote(name))
 			}
 			if err != nil {
 				return Spec{}, err
@@ -173,6 +185,9 @@ func parse(s string) (Spec, error) {
 		return Spec{}, err
 	}
 	if err := ad.apply(&sp); err != nil {
+		return Spec{}, err
+	}
+	if err := fa.apply(&sp); err != nil {
 		return Spec{}, err
 	}
 	if err := sp.Validate(); err != nil {
@@ -300,6 +315,9 @@ func (s Spec) Validate() error {
 	if err := validateKey(s.Key); err != nil {
 		return err
 	}
+	if err := validateFair(s); err != nil {
+		return err
+	}
 	if s.MaxWait < 0 {
 		return invalidf("max-wait %v must not be negative", s.MaxWait)
 	}
@@ -409,6 +427,7 @@ func (s Spec) String() string {
 		fmt.Fprintf(&b, ",%s=", optFloor)
 		writeRate(&b, s.Floor, period)
 	}
+	writeFair(&b, s)
 	return b.String()
 }
 

@@ -57,6 +57,7 @@ func TestParseValid(t *testing.T) {
 			MaxWait: 2 * time.Second,
 			Cost:    3,
 			Global:  global(5000, time.Minute, 100),
+			Fair:    true,
 		}},
 		{"a=1/s,global=10/s", Spec{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Second, Burst: 1}, Global: global(10, time.Second, 10)}},
 		{"a=1/s,in-flight=5", Spec{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Second, Burst: 1}, InFlight: 5}},
@@ -126,8 +127,8 @@ func TestParseInvalid(t *testing.T) {
 		{"a=5/s,burst=1.5", `limit "a=5/s,burst=1.5": burst "1.5" is not a whole number from 1 to 1073741824`},
 		{"a=5/s,burst=99999999999999999999", `limit "a=5/s,burst=99999999999999999999": burst "99999999999999999999" is not a whole number from 1 to 1073741824`},
 		{"a=5/s,burst=1,burst=2", `limit "a=5/s,burst=1,burst=2": burst given twice`},
-		{"a=5/s,rate=2", `limit "a=5/s,rate=2": unknown option "rate" (want policy, burst, slots, capacity, key, max-wait, cost, global, in-flight, adapt or floor)`},
-		{"a=5/s,max_wait=1s", `limit "a=5/s,max_wait=1s": unknown option "max_wait" (want policy, burst, slots, capacity, key, max-wait, cost, global, in-flight, adapt or floor)`},
+		{"a=5/s,rate=2", `limit "a=5/s,rate=2": unknown option "rate" (want policy, burst, slots, capacity, key, max-wait, cost, global, in-flight, adapt, floor, fair or weights)`},
+		{"a=5/s,max_wait=1s", `limit "a=5/s,max_wait=1s": unknown option "max_wait" (want policy, burst, slots, capacity, key, max-wait, cost, global, in-flight, adapt, floor, fair or weights)`},
 		{"a=5/s,key=", `limit "a=5/s,key=": key is empty (leave it out for no key)`},
 		{"a=5/s,key=t:{payload.tenant", `limit "a=5/s,key=t:{payload.tenant": key "t:{payload.tenant": '{' at byte 2 is never closed`},
 		{"a=5/s,key=t:}", `limit "a=5/s,key=t:}": key "t:}": '}' at byte 2 has no '{'`},
@@ -222,10 +223,15 @@ func TestString(t *testing.T) {
 		MaxWait: 1500 * time.Millisecond,
 		Cost:    1,
 		Global:  &throttle.Limit{Rate: 100, Period: time.Hour, Burst: 10},
+		Fair:    true,
 	}
 	assert.Equal(t, "email:send=0.5/m,burst=1,key=tenant:{payload.tenant},max-wait=1.5s,cost=1,global=100/h:10", sp.String())
 	sp.InFlight = 5
 	assert.Equal(t, "email:send=0.5/m,burst=1,key=tenant:{payload.tenant},max-wait=1.5s,cost=1,global=100/h:10,in-flight=5", sp.String())
+	sp.Weights = map[string]int{"tenant:b": 1, "tenant:a": 3}
+	assert.Equal(t, "email:send=0.5/m,burst=1,key=tenant:{payload.tenant},max-wait=1.5s,cost=1,global=100/h:10,in-flight=5,weights=tenant:a:3|tenant:b:1", sp.String())
+	sp.Fair, sp.Weights = false, nil
+	assert.Equal(t, "email:send=0.5/m,burst=1,key=tenant:{payload.tenant},max-wait=1.5s,cost=1,global=100/h:10,in-flight=5,fair=off", sp.String())
 	assert.Equal(t, "a=3/s,burst=3", Spec{Type: "a", Limit: throttle.Limit{Rate: 3, Burst: 3}, Adapt: true}.String())
 	assert.Equal(t, "a=3/s,burst=3,adapt=off", Spec{Type: "a", Limit: throttle.Limit{Rate: 3, Burst: 3}}.String())
 	assert.Equal(t, "a=3/s,burst=3,floor=0.5/s", Spec{Type: "a", Limit: throttle.Limit{Rate: 3, Burst: 3}, Adapt: true, Floor: 0.5}.String())
@@ -260,6 +266,39 @@ func TestParseAdapt(t *testing.T) {
 		_, err := Parse(in)
 		require.Error(t, err, in)
 		assert.ErrorIs(t, err, ErrInvalid, in)
+		assert.Contains(t, err.Error(), want, in)
+	}
+}
+
+// TestFair: fair= and weights= in a spec, their defaults and their errors.
+func TestFair(t *testing.T) {
+	sp, err := Parse("t=100/s,key=tenant:{payload.t},global=50/s")
+	require.NoError(t, err)
+	assert.True(t, sp.Fair, "on by default with key= and global=")
+	sp, err = Parse("t=100/s,key=tenant:{payload.t}")
+	require.NoError(t, err)
+	assert.False(t, sp.Fair, "off without global=")
+	sp, err = Parse("t=100/s,key=tenant:{payload.t},global=50/s,fair=off")
+	require.NoError(t, err)
+	assert.False(t, sp.Fair)
+	sp, err = Parse("t=100/s,key=tenant:{payload.t},global=50/s,weights=tenant:acme:3|tenant:b:2")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int{"tenant:acme": 3, "tenant:b": 2}, sp.Weights)
+	again, err := Parse(sp.String())
+	require.NoError(t, err)
+	assert.Equal(t, sp.Weights, again.Weights, "weights round-trip through String")
+
+	for in, want := range map[string]string{
+		"t=100/s,fair=on":                                             "fair needs key= and global=",
+		"t=100/s,key=k:{payload.t},fair=maybe":                        `fair "maybe": want on or off`,
+		"t=100/s,key=k:{payload.t},global=5/s,fair=off,weights=k:a:2": "weights need fair=on",
+		"t=100/s,key=k:{payload.t},global=5/s,weights=k:a":            `weight "a" is not a whole number`,
+		"t=100/s,key=k:{payload.t},global=5/s,weights=3":              `weights entry "3" is not KEY:WEIGHT`,
+		"t=100/s,key=k:{payload.t},global=5/s,weights=k:a:0":          `"k:a"'s weight 0 is not between 1 and 1000000`,
+		"t=100/s,key=k:{payload.t},global=5/s,weights=k:a:1|k:a:2":    `key "k:a" given twice`,
+	} {
+		_, err := Parse(in)
+		require.ErrorIs(t, err, ErrInvalid, in)
 		assert.Contains(t, err.Error(), want, in)
 	}
 }

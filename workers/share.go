@@ -1,0 +1,112 @@
+package workers
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// This file is where a job of a key over its fair share goes (Policy.Fair):
+// back to its queue without a turn, to come back at its place in its key's
+// line, which the limiter gave it (throttle.ErrOverShare). Nothing is booked
+// for it, so a job sent away holds nothing that another key could use.
+//
+// asynq keeps due times in whole seconds, so a job asked back for t would
+// come back at t's second, up to a second early or late, and the places of a
+// key's line, one turn apart, would come back in one lump per second. So the
+// copy is asked back a second after its place, as a backstop, and the pool
+// moves it to its queue's pending list at its place (asynq's RunTask, from a
+// timer): it comes back on time, one at a time. If this process dies before
+// the timer fires, the backstop brings the job back a second late: never lost.
+
+const (
+	// shareBackstop is how much later than its place a job sent away over its
+	// share is due, should the pool's timer not move it at its place.
+	shareBackstop = time.Second
+	// shareHold is the longest place a job waits for in the worker rather
+	// than going back to its queue: its slot is busy meanwhile, and a slot
+	// that waits is one that fetches no other key's job.
+	shareHold = 50 * time.Millisecond
+)
+
+// overShare handles a job whose key is over its share: place is its place in
+// its key's line, from now.
+func (p *Pool) overShare(ctx context.Context, j *job, place time.Duration) error {
+	trace.SpanFromContext(ctx).AddEvent("over its share", trace.WithAttributes(attribute.Float64("sluice.place_s", place.Seconds())))
+	if place > p.remaining(j) {
+		return p.archive(ctx, j, p.pastHorizon(j, place))
+	}
+	if place <= shareHold && place <= p.budget(ctx, j) {
+		t := time.NewTimer(place)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return p.acquire(ctx, j)
+		case <-ctx.Done():
+			p.outcome(ctx, j.rt, outFailed)
+			return ctx.Err()
+		case <-p.stopCtx.Done():
+			return p.comeBack(ctx, j, shutdownDelay, time.Time{}, reasonShutdown)
+		}
+	}
+	info, err := p.requeue(ctx, j, place+shareBackstop, time.Time{}, reasonShare)
+	if err != nil || info == nil {
+		return err
+	}
+	p.promote.at(place, p.rdb, info.Queue, info.ID)
+	return nil
+}
+
+// promoter moves jobs sent away over their share to their queue's pending
+// list at their places.
+type promoter struct {
+	mu     sync.Mutex
+	insp   *asynq.Inspector
+	timers map[*time.Timer]struct{}
+	closed bool
+}
+
+// at moves task id of queue qname to pending after d, unless the pool has
+// stopped by then (the backstop brings it back).
+func (pr *promoter) at(d time.Duration, rdb redis.UniversalClient, qname, id string) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.closed {
+		return
+	}
+	if pr.insp == nil {
+		pr.insp = asynq.NewInspectorFromRedisClient(rdb)
+	}
+	var t *time.Timer
+	t = time.AfterFunc(d, func() {
+		pr.mu.Lock()
+		delete(pr.timers, t)
+		insp, closed := pr.insp, pr.closed
+		pr.mu.Unlock()
+		if !closed {
+			// It may be gone: a worker whose timer fired late took it at its
+			// backstop. Either way the job is in asynq's hands.
+			_ = insp.RunTask(qname, id)
+		}
+	})
+	if pr.timers == nil {
+		pr.timers = make(map[*time.Timer]struct{})
+	}
+	pr.timers[t] = struct{}{}
+}
+
+// close stops the timers not yet fired: their jobs come back at their backstops.
+func (pr *promoter) close() {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	pr.closed = true
+	for t := range pr.timers {
+		t.Stop()
+	}
+	pr.timers = nil
+}
