@@ -2,7 +2,6 @@ package integration
 
 import (
 	"net/http"
-	"sort"
 	"strconv"
 	"testing"
 	"time"
@@ -114,4 +113,24 @@ func TestFairShares(t *testing.T) {
 	assert.Equal(t, 0, r.qi.Archived, "archived")
 }
 
-var _ = sort.Ints
+// TestFairWeights: with weights 3:1 (tenant A paid for three shares), the
+// shares measured at the upstream while both tenants have work are within
+// 10 % of 3:1. A has 450 jobs and B 200, enqueued together: at 37.5/s and
+// 12.5/s A ends after 12 s, while B still has work.
+func TestFairWeights(t *testing.T) {
+	srv := redistest.Start(t)
+	insp := newInspector(t, srv)
+	up := newUpstream(t, upstreamConfig{})
+	fleet := startFleet(t, srv, insp, fleetSize, "--concurrency", concurrency, "--limit", fairLimit+",weights=tenant:A:3")
+	enqueue(t, srv.URL(), "--type", "http:request", "--key", "A", "--count", "450", "--payload", up.Payload(t, "", "A"))
+	enqueue(t, srv.URL(), "--type", "http:request", "--key", "B", "--count", "200", "--payload", up.Payload(t, "", "B"))
+	qi := waitDrained(t, insp, 120*time.Second)
+	stopFleet(t, fleet, stopTimeout)
+	rs := up.Requests()
+	a, b := shares(rs)
+	ratio := float64(a) / float64(b)
+	t.Logf("while both had work: A %d, B %d requests: %.2f:1; makespan %.2fs", a, b, ratio, span(rs).Seconds())
+	assert.Equal(t, 650, byStatus(rs)[http.StatusOK], "every job done once")
+	assert.InDelta(t, 3.0, ratio, 0.3, "shares within 10%% of 3:1")
+	assert.Equal(t, 0, qi.Archived, "archived")
+}
