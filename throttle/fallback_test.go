@@ -94,6 +94,13 @@ func (s *fbStore) adapt(ctx context.Context, prefix, key string, o adaptOp) (Ada
 	return s.mem.adapt(ctx, prefix, key, o)
 }
 
+func (s *fbStore) shares(ctx context.Context, prefix, key string, most int) (shareView, error) {
+	if s.down.Load() {
+		return shareView{}, &StoreError{Op: "shares", Err: errConnRefused}
+	}
+	return s.mem.shares(ctx, prefix, key, most)
+}
+
 func (s *fbStore) reset(ctx context.Context, prefix string, b Bucket) error {
 	s.cooldowns.Add(1)
 	if s.down.Load() {

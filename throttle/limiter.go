@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -135,6 +136,11 @@ func (l *Limiter) Acquire(ctx context.Context, key string, policy Policy, n int)
 // each bucket counts the grant at that time. On Redis Cluster the buckets must share a hash tag, as in
 // "{acct}:tenant:42" and "{acct}:global"; otherwise it fails with ErrCrossSlot
 // before any I/O, on any Redis, so code that works on one server works on a cluster.
+//
+// A bucket with a Share is divided among tenants (see Share): a caller whose
+// tenant is over its share sleeps until its place in its tenant's line and
+// asks again, or fails at once with a *LimitedError (ErrOverShare) if that
+// place is past ctx's deadline.
 func (l *Limiter) AcquireAll(ctx context.Context, buckets []Bucket) error {
 	req, err := multi(buckets)
 	if err != nil {
@@ -146,12 +152,8 @@ func (l *Limiter) AcquireAll(ctx context.Context, buckets []Bucket) error {
 func (l *Limiter) acquire(ctx context.Context, req request) error {
 	ctx, span := l.tel.tracer.Start(ctx, "throttle.Acquire")
 	defer span.End()
-	req.maxWait = maxSpan
 	dl, hasDeadline := ctx.Deadline()
-	if hasDeadline {
-		req.maxWait = min(maxSpan, max(0, int64(time.Until(dl)/time.Microsecond)))
-	}
-	r, err := l.reserve(ctx, req)
+	r, err := l.reserveShare(ctx, req, dl, hasDeadline)
 	if err == nil && hasDeadline && r.Time().After(dl) {
 		// The budget was measured before the round trip; the slot, after it.
 		// No sleeping just to fail: give the tokens back and say when to return.
@@ -167,6 +169,30 @@ func (l *Limiter) acquire(ctx context.Context, req request) error {
 		span.RecordError(err)
 	}
 	return err
+}
+
+// reserveShare reserves req for acquire, within ctx's deadline dl if it
+// has one. A caller over its Share sleeps until its place in its tenant's
+// line and asks again, unless the place is past dl.
+func (l *Limiter) reserveShare(ctx context.Context, req request, dl time.Time, hasDeadline bool) (*Reservation, error) {
+	for {
+		req.maxWait = maxSpan
+		if hasDeadline {
+			req.maxWait = min(maxSpan, max(0, int64(time.Until(dl)/time.Microsecond)))
+		}
+		r, err := l.reserve(ctx, req)
+		var limited *LimitedError
+		if !errors.As(err, &limited) || !limited.OverShare || (hasDeadline && time.Until(dl) < limited.RetryAfter) {
+			return r, err
+		}
+		t := time.NewTimer(limited.RetryAfter)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // TryAcquire takes n tokens from the bucket key if it can do so at once, and

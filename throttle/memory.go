@@ -22,7 +22,7 @@ type MemoryStore struct {
 	cooldowns map[memKey]int64     // a cooldown's end by bucket name (kind unset), µs
 	sems      *memSems             // semaphores of Concurrency and their waiting Holds (memory_hold.go)
 	adapts    map[memKey]*memAdapt // adaptive buckets' effective rates (kind unset)
-	shares    memShares            // shared buckets' tenants (share_memory.go)
+	shared    memShares            // shared buckets' tenants (share_memory.go)
 }
 
 // memKey names a key's state: a bucket name under a prefix, and its policy's
@@ -56,7 +56,7 @@ func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 	c := newStoreConfig(opts)
 	return &MemoryStore{clock: c.clock, start: time.Now(), entries: make(map[memKey]*memEntry),
 		markers: make(map[string]int64), cooldowns: make(map[memKey]int64), sems: newMemSems(),
-		adapts: make(map[memKey]*memAdapt), shares: memShares{}}
+		adapts: make(map[memKey]*memAdapt), shared: memShares{}}
 }
 
 func (m *MemoryStore) configErr() error { return nil }
@@ -88,9 +88,9 @@ func (m *MemoryStore) sweep(now int64) {
 		}
 		break
 	}
-	for k, ms := range m.shares {
+	for k, ms := range m.shared {
 		if ms.till <= now {
-			delete(m.shares, k)
+			delete(m.shared, k)
 		}
 		break
 	}
@@ -184,7 +184,7 @@ func (m *MemoryStore) decide(req request) decision {
 	}
 	var sc *shareCall
 	if req.share != nil {
-		sc = m.shares.load(req.prefix, req.share, now)
+		sc = m.shared.load(req.prefix, req.share, now)
 		if wait, over := sc.over(now); over {
 			for i := range cs {
 				m.close(&cs[i], now)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -249,4 +250,89 @@ func TestShareInvalid(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalid, c.want)
 		assert.Contains(t, err.Error(), c.want)
 	}
+}
+
+// TestShares: Limiter.Shares lists the tenants with turns ahead, furthest
+// first, with their shares and their callers sent away, the same on a
+// MemoryStore and on Redis.
+func TestShares(t *testing.T) {
+	clock := newFakeClock()
+	prefix := redistest.Prefix(t)
+	for name, st := range map[string]Store{
+		"memory": NewMemoryStore(WithClock(clock)),
+		"redis":  NewRedisStore(redistest.Shared(t).Client(t), WithClock(clock)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			clock.at(0)
+			lim := NewLimiter(st, WithKeyPrefix(prefix+name))
+			ctx := context.Background()
+			take := func(who string, w int) error {
+				_, err := lim.ReserveAll(ctx, []Bucket{
+					{Key: "{acct}:tenant:" + who, Limit: PerSecond(1000, 100)},
+					{Key: "{acct}:global", Limit: shareGlobal, Share: &Share{Tenant: who, Weight: w}},
+				}, time.Minute)
+				return err
+			}
+			for take("a", 1) == nil {
+			}
+			require.NoError(t, take("b", 3))
+			for range 4 { // four of a's callers sent away, holding places
+				require.ErrorIs(t, take("a", 1), ErrOverShare)
+			}
+			got, count, err := lim.Shares(ctx, "{acct}:global", shareGlobal, 10)
+			require.NoError(t, err)
+			assert.Equal(t, 2, count)
+			require.Len(t, got, 2)
+			assert.Equal(t, TenantShare{Tenant: "a", Weight: 1, Share: 0.25, Ahead: 520 * time.Millisecond, Waiting: 5}, got[0],
+				"a booked 520 ms ahead; five places handed out, one per 20 ms (the first was the refusal that ended the loop)")
+			assert.Equal(t, TenantShare{Tenant: "b", Weight: 3, Share: 0.75, Ahead: 26667 * time.Microsecond}, got[1],
+				"b's turn moved its clock by T·W/w = 20 ms · 4/3")
+			top, count, err := lim.Shares(ctx, "{acct}:global", shareGlobal, 1)
+			require.NoError(t, err)
+			assert.Equal(t, 2, count)
+			assert.Len(t, top, 1)
+		})
+	}
+}
+
+// TestShareAcquireAll: AcquireAll's callers of two tenants with work take
+// turns by their shares: a caller over its share sleeps until its place
+// and asks again. Real time, on a 1000/s shared bucket: 60 turns of each
+// tenant's 120 callers come in the first 120 grants, give or take the
+// first's horizon.
+func TestShareAcquireAll(t *testing.T) {
+	lim := NewLimiter(NewRedisStore(redistest.Shared(t).Client(t)), WithKeyPrefix(redistest.Prefix(t)))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	global := PerSecond(1000, 10)
+	var mu sync.Mutex
+	var order []string
+	var wg sync.WaitGroup
+	for _, who := range []string{"a", "b"} {
+		for range 120 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := lim.AcquireAll(ctx, []Bucket{
+					{Key: "{acct}:tenant:" + who, Limit: PerSecond(100000, 1000)},
+					{Key: "{acct}:global", Limit: global, Share: &Share{Tenant: who, Horizon: 20 * time.Millisecond}},
+				})
+				if assert.NoError(t, err) {
+					mu.Lock()
+					order = append(order, who)
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	require.Len(t, order, 240)
+	a := 0
+	for _, who := range order[:120] {
+		if who == "a" {
+			a++
+		}
+	}
+	t.Logf("a's turns in the first 120: %d", a)
+	assert.InDelta(t, 60, a, 25, "each tenant about half while both wait")
 }

@@ -23,6 +23,8 @@ type Store interface {
 	reset(ctx context.Context, prefix string, b Bucket) error
 	// adapt reads or moves an adaptive bucket's effective rate (lua/adapt.lua).
 	adapt(ctx context.Context, prefix, key string, o adaptOp) (AdaptState, error)
+	// shares reads a shared bucket's tenants (lua/shares.lua).
+	shares(ctx context.Context, prefix, key string, most int) (shareView, error)
 	// configErr is why the store cannot be used, or nil (NewLimiter reports it).
 	configErr() error
 }
