@@ -293,6 +293,15 @@ func BucketKey(pol Policy, key string) string {
 	return ownKey(pol.Name, key, !isNil(pol.Global))
 }
 
+// GlobalKey is the bucket pol's Global is kept in, "{name}:*global*", for a
+// program that reads it (Limiter.Peek, Limiter.Shares); "" without Global.
+func GlobalKey(pol Policy) string {
+	if isNil(pol.Global) {
+		return ""
+	}
+	return ownKey(pol.Name, globalName, true)
+}
+
 // inFlightKey is the key of the in-flight semaphore of a job whose own bucket
 // is key. An error matches ErrKey.
 func (p *policy) inFlightKey(key string) (string, error) {

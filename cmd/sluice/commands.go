@@ -53,7 +53,27 @@ func cmdLimits(ctx context.Context, f *fleet, opts options, _ []string, out io.W
 	if len(views) == 0 {
 		fmt.Fprintln(tw, "(no limit: no runtime limit is set and no worker reports one)")
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, v := range views {
+		if v.TenantCount == 0 {
+			continue
+		}
+		fmt.Fprintf(out, "\n%s: %d keys share the global bucket now (fair)\n", v.Type, v.TenantCount)
+		tw = tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  KEY\tWEIGHT\tSHARE\tBOOKED AHEAD\tWAITING")
+		for _, t := range v.Tenants {
+			fmt.Fprintf(tw, "  %s\t%d\t%.0f%%\t%s\t%d\n", t.Key, t.Weight, 100*t.Share, seconds(t.AheadS), t.Waiting)
+		}
+		if v.TenantCount > len(v.Tenants) {
+			fmt.Fprintf(tw, "  (and %d more)\n", v.TenantCount-len(v.Tenants))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func cmdSet(ctx context.Context, f *fleet, _ options, args []string, out io.Writer) error {

@@ -103,7 +103,24 @@ type limitView struct {
 	EffectiveWhy string  `json:"effective_why,omitempty"`
 	Workers      int     `json:"workers"`            // applying this spec
 	Conflict     bool    `json:"conflict,omitempty"` // workers apply different specs
+	// Tenants are the keys sharing the global bucket of a fair limit that
+	// have turns ahead (docs/fairness.md): the first maxTenants of them,
+	// furthest ahead first, of TenantCount.
+	Tenants     []tenantView `json:"tenants,omitempty"`
+	TenantCount int          `json:"tenant_count,omitempty"`
 }
+
+// tenantView is one key of a fair limit's global bucket.
+type tenantView struct {
+	Key     string  `json:"key"`
+	Weight  int     `json:"weight"`
+	Share   float64 `json:"share"`   // of the global rate now, 0 to 1
+	AheadS  float64 `json:"ahead_s"` // how far ahead it booked, on its own clock
+	Waiting int     `json:"waiting"` // turns held by its jobs sent away over its share
+}
+
+// maxTenants bounds the tenants limits lists per fair limit.
+const maxTenants = 10
 
 // limits gathers every limit the fleet uses: the runtime ones and those the
 // workers' heartbeats report.
@@ -181,6 +198,15 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 				a := throttle.Adaptive{Ceiling: l, Floor: sp.Floor}
 				if _, st, err := f.lim.AdaptiveLimit(ctx, bucket, a); err == nil {
 					v.Effective, v.EffectiveWhy = perSecond(throttle.Limit{Rate: st.Rate, Period: l.Period, Burst: l.Burst}), st.Reason
+				}
+			}
+			if sp.Fair && sp.Global != nil {
+				ts, n, err := f.lim.Shares(ctx, workers.GlobalKey(workers.Policy{Name: sp.Type, Global: *sp.Global}), *sp.Global, maxTenants)
+				if err == nil {
+					v.TenantCount = n
+					for _, t := range ts {
+						v.Tenants = append(v.Tenants, tenantView{Key: t.Tenant, Weight: t.Weight, Share: t.Share, AheadS: t.Ahead.Seconds(), Waiting: t.Waiting})
+					}
 				}
 			}
 			if !v.Keyed {

@@ -122,6 +122,9 @@ func serve(ctx context.Context, c config, rc redisConfig, limits []limit, handle
 	}
 	rates := newRates(time.Now())
 	register(pool, handlers, limits, rates)
+	if err := observeShares(tel.meterProvider(), lim, rates); err != nil {
+		log.Warn("telemetry: fair share gauges not registered", "err", err)
+	}
 	if err := observeAdaptive(tel.meterProvider(), lim, rates); err != nil {
 		log.Warn("telemetry: adaptive rate gauges not registered", "err", err)
 	}

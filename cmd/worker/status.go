@@ -42,6 +42,12 @@ type policyRate struct {
 	eff      float64
 	why      string
 
+	// fairBucket and fairGlobal are a fair limit's global bucket and its
+	// limit ("" if not fair); tenants describes its keys as last read.
+	fairBucket string
+	fairGlobal throttle.Policy
+	tenants    string
+
 	last   int64 // runs at the previous snapshot
 	lastAt time.Time
 }
@@ -53,6 +59,7 @@ func (r *rates) counted(h asynq.Handler, pol *workers.Policy) asynq.Handler {
 	rate, period := rateOf(pol.Limit)
 	pr := &policyRate{name: pol.Name, rate: rate, period: period, perKey: pol.Key != nil, lastAt: r.start}
 	pr.adaptive, pr.bucket = adaptiveOf(*pol), workers.BucketKey(*pol, pol.Name)
+	pr.fairBucket, pr.fairGlobal, _ = fairOf(*pol)
 	r.policies = append(r.policies, pr)
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		pr.runs.Add(1)
@@ -70,6 +77,8 @@ func (r *rates) setLimit(name string, pol workers.Policy) {
 		if p.name == name {
 			p.rate, p.period, p.perKey = rate, period, pol.Key != nil
 			p.adaptive, p.bucket, p.eff, p.why = adaptiveOf(pol), workers.BucketKey(pol, pol.Name), 0, ""
+			p.fairBucket, p.fairGlobal, _ = fairOf(pol)
+			p.tenants = ""
 		}
 	}
 }
@@ -176,7 +185,11 @@ func (p *policyRate) describe(runs int64, over time.Duration) string {
 	unit := unitOf(period)
 	limit := strconv.FormatFloat(p.rate, 'f', -1, 64)
 	if p.perKey {
-		return fmt.Sprintf("%s %.1f/%s over all keys, %s/%s per key", p.name, achieved, unit, limit, unit)
+		line := fmt.Sprintf("%s %.1f/%s over all keys, %s/%s per key", p.name, achieved, unit, limit, unit)
+		if p.tenants != "" {
+			line += " (" + p.tenants + ")"
+		}
+		return line
 	}
 	if p.why != "" && p.why != "ceiling" {
 		return fmt.Sprintf("%s %.1f/%s of %.1f/%s (ceiling %s/%s, %s)", p.name, achieved, unit, p.eff, unit, limit, unit, p.why)
@@ -223,6 +236,7 @@ func logStatus(ctx context.Context, log *slog.Logger, interval time.Duration, po
 			return
 		case now := <-t.C:
 			r.readAdaptive(ctx, lim)
+			r.readShares(ctx, lim)
 			log.LogAttrs(ctx, slog.LevelInfo, "worker status", statusAttrs(pool.Stats(), r.snapshot(now), lim.Mode())...)
 		}
 	}
