@@ -1,13 +1,16 @@
 package integration
 
 import (
+	"encoding/json"
 	"net/http"
+	"strings"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/redistest"
 )
@@ -32,21 +35,25 @@ type fairRun struct {
 	makespan time.Duration // from the first request to the last
 	qi       asynq.QueueInfo
 	stats    finalStats
+	fleet    []*process
 }
 
 // runFair runs three built workers under limit, enqueues fairBig jobs of
 // tenant A, then fairSmall of tenant B fairLaterB later, and measures until
 // the queue is drained. The upstream enforces nothing: it records.
-func runFair(t *testing.T, limit string, extra ...string) fairRun {
+func runFair(t *testing.T, limit string, during func(srv *redistest.Server)) fairRun {
 	t.Helper()
 	srv := redistest.Start(t)
 	insp := newInspector(t, srv)
 	up := newUpstream(t, upstreamConfig{})
-	fleet := startFleet(t, srv, insp, fleetSize, append([]string{"--concurrency", concurrency, "--limit", limit}, extra...)...)
+	fleet := startFleet(t, srv, insp, fleetSize, "--concurrency", concurrency, "--limit", limit, "--status-interval", "1s")
 	enqueue(t, srv.URL(), "--type", "http:request", "--key", "A", "--count", strconv.Itoa(fairBig), "--payload", up.Payload(t, "", "A"))
 	time.Sleep(fairLaterB)
 	r := fairRun{bEnq: time.Now()}
 	enqueue(t, srv.URL(), "--type", "http:request", "--key", "B", "--count", strconv.Itoa(fairSmall), "--payload", up.Payload(t, "", "B"))
+	if during != nil {
+		during(srv)
+	}
 	r.qi = waitDrained(t, insp, 120*time.Second)
 	r.stats = stopFleet(t, fleet, stopTimeout)
 	r.rs = up.Requests()
@@ -59,6 +66,7 @@ func runFair(t *testing.T, limit string, extra ...string) fairRun {
 	t.Logf("makespan %.2fs (ideal %.2fs); B's last request %.2fs after B enqueued (fair %.2fs); requeues %d",
 		r.makespan.Seconds(), idealMakespan(fairBig+fairSmall, fairRate, fairBurst).Seconds(),
 		r.bLast.Seconds(), fairTime(fairSmall, 1, 2).Seconds(), r.stats.Requeued)
+	r.fleet = fleet
 	return r
 }
 
@@ -105,12 +113,37 @@ func shares(rs []request) (a, b int) {
 // their fair time (25/s while both have work: 1.6 s), the lot within 1.1×
 // the ideal makespan, nothing archived.
 func TestFairShares(t *testing.T) {
-	r := runFair(t, fairLimit)
+	var seen []string // the keys sluice limits showed sharing the global bucket while both had work
+	r := runFair(t, fairLimit, func(srv *redistest.Server) {
+		time.Sleep(500 * time.Millisecond)
+		code, out := runCommand(t, 10*time.Second, bin.sluice, "limits", "--json", "--redis", srv.URL(), "--key-prefix", keyPrefix)
+		require.Equal(t, 0, code, out)
+		var views []struct {
+			Type    string `json:"type"`
+			Tenants []struct {
+				Key   string  `json:"key"`
+				Share float64 `json:"share"`
+			} `json:"tenants"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &views), out)
+		for _, v := range views {
+			for _, tn := range v.Tenants {
+				seen = append(seen, tn.Key)
+				assert.InDelta(t, 0.5, tn.Share, 0.01, "%s's share while both have work", tn.Key)
+			}
+		}
+		t.Logf("sluice limits --json during the run: %s", out)
+	})
 	ideal := idealMakespan(fairBig+fairSmall, fairRate, fairBurst)
 	assert.Equal(t, fairBig+fairSmall, byStatus(r.rs)[http.StatusOK], "every job done once")
 	assert.Less(t, r.bLast, 2*fairTime(fairSmall, 1, 2), "B's last job within 2x its fair time")
 	assert.Less(t, r.makespan.Seconds(), 1.1*ideal.Seconds(), "makespan within 1.1x the ideal")
 	assert.Equal(t, 0, r.qi.Archived, "archived")
+	assert.ElementsMatch(t, []string{"tenant:A", "tenant:B"}, seen, "sluice limits lists both keys")
+	_, found := findLog(r.fleet[0], func(e logEntry) bool {
+		return e.Msg == "worker status" && strings.Contains(e.text(), "2 keys sharing: ")
+	})
+	assert.True(t, found, "a status line names the keys sharing the global bucket")
 }
 
 // TestFairWeights: with weights 3:1 (tenant A paid for three shares), the

@@ -67,6 +67,11 @@ func TestStartReportsHandleMistakes(t *testing.T) {
 	p.HandleFunc("a", ok, &workers.Policy{Name: "shared", Limit: lim})
 	p.HandleFunc("b", ok, &workers.Policy{Name: "shared", Limit: throttle.PerSecond(5, 2)})
 	p.HandleFunc("c", ok, &workers.Policy{Name: "shared", Limit: lim}) // same limits: fine
+	byTenant := func(*asynq.Task) (string, error) { return "acme", nil }
+	p.HandleFunc("fair no key", ok, &workers.Policy{Name: "f1", Limit: lim, Global: lim, Fair: true})
+	p.HandleFunc("fair no global", ok, &workers.Policy{Name: "f2", Limit: lim, Key: byTenant, Fair: true})
+	p.HandleFunc("bad weight", ok, &workers.Policy{Name: "f3", Limit: lim, Key: byTenant, Global: lim, Fair: true, Weights: map[string]int{"acme": 0}})
+	p.HandleFunc("weights unfair", ok, &workers.Policy{Name: "f4", Limit: lim, Weights: map[string]int{"acme": 2}})
 
 	err = p.Start()
 	for _, want := range []string{
@@ -79,6 +84,10 @@ func TestStartReportsHandleMistakes(t *testing.T) {
 		`Handle("bad global"): policy "g": Global: throttle: burst 0 must be at least 1`,
 		`Handle("cost"): policy "cost": Cost 3 is larger than Limit's burst 2`,
 		`Handle("b"): policy "shared" is already registered with other limits`,
+		`Handle("fair no key"): policy "f1": Fair needs Key`,
+		`Handle("fair no global"): policy "f2": Fair needs Global`,
+		`Handle("bad weight"): policy "f3": Weights["acme"] 0 is not between 1 and 1000000`,
+		`Handle("weights unfair"): policy "f4": Weights are set without Fair`,
 	} {
 		assert.ErrorContains(t, err, want)
 	}

@@ -104,6 +104,8 @@ func TestLoadFileInvalid(t *testing.T) {
 		{"cost over burst", `{"limits": [{"type": "a", "rate": "1/s", "cost": 2}]}`, `limits[0] (type "a"): cost 2 is larger than burst 1: no job could ever run`},
 		{"bad max wait", `{"limits": [{"type": "a", "rate": "1/s", "max_wait": "2"}]}`, `limits[0] (type "a"): max-wait "2" is not a duration such as 2s or 500ms`},
 		{"bad global", `{"limits": [{"type": "a", "rate": "1/s", "global": "5/s:x"}]}`, `limits[0] (type "a"): global burst "x" is not a whole number from 1 to 1073741824`},
+		{"fair without global", `{"limits": [{"type": "a", "rate": "1/s", "key": "t:{payload.t}", "fair": true}]}`, `limits[0] (type "a"): fair needs key= and global= (it shares the global bucket among the keys)`},
+		{"zero weight", `{"limits": [{"type": "a", "rate": "1/s", "key": "t:{payload.t}", "global": "5/s", "weights": {"t:x": 0}}]}`, `limits[0] (type "a"): weights: "t:x"'s weight 0 is not between 1 and 1000000`},
 		{"zero in_flight", `{"limits": [{"type": "a", "rate": "1/s", "in_flight": 0}]}`, `limits[0] (type "a"): in_flight 0 must be at least 1 (leave it out for no bound)`},
 		{"bad key", `{"limits": [{"type": "a", "rate": "1/s", "key": "t:{x"}]}`, `limits[0] (type "a"): key "t:{x": '{' at byte 2 is never closed`},
 		{"long type", `{"limits": [{"type": "` + strings.Repeat("t", 300) + `", "rate": "1/s"}]}`, `limits[0] (type "` + strings.Repeat("t", 80) + `"...): type is 300 bytes, longer than 256`},
@@ -149,4 +151,16 @@ func TestLoadFileAdapt(t *testing.T) {
 	assert.False(t, got[2].Adapt)
 	_, err = LoadFile(writeFile(t, `{"limits": [{"type": "c", "rate": "40/s", "policy": "sliding-log", "adapt": true}]}`))
 	assert.ErrorContains(t, err, "adapt does not apply to policy sliding-log")
+}
+
+// TestLoadFileFair: "fair" and "weights" in a limits file.
+func TestLoadFileFair(t *testing.T) {
+	specs, err := LoadFile(writeFile(t, `{"limits": [
+		{"type": "a", "rate": "100/s", "key": "tenant:{payload.t}", "global": "50/s", "weights": {"tenant:acme": 3}},
+		{"type": "b", "rate": "100/s", "key": "tenant:{payload.t}", "global": "50/s", "fair": false}]}`))
+	require.NoError(t, err)
+	require.Len(t, specs, 2)
+	assert.True(t, specs[0].Fair, "on by default with key and global")
+	assert.Equal(t, map[string]int{"tenant:acme": 3}, specs[0].Weights)
+	assert.False(t, specs[1].Fair)
 }
