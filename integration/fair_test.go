@@ -3,8 +3,8 @@ package integration
 import (
 	"encoding/json"
 	"net/http"
-	"strings"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 

@@ -171,9 +171,6 @@ func newPolicy(pol Policy, defaultWait time.Duration) (*policy, error) {
 	case pol.InFlightLease != 0:
 		bad("InFlightLease %v is set without InFlight", pol.InFlightLease)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("policy %q: %w", pol.Name, err)
-	}
 	if pol.Fair {
 		switch {
 		case pol.Key == nil:
@@ -191,6 +188,9 @@ func newPolicy(pol Policy, defaultWait time.Duration) (*policy, error) {
 		}
 	} else if len(pol.Weights) > 0 {
 		bad("Weights are set without Fair")
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("policy %q: %w", pol.Name, err)
 	}
 	p := &policy{Policy: pol, maxWait: or(pol.MaxWait, defaultWait), slots: slots}
 	if pol.Weights != nil {
