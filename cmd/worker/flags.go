@@ -47,7 +47,7 @@ Flags:
   --limit SPEC             a limit, repeatable:
                            TYPE=RATE/UNIT[,policy=P][,burst=N][,slots=N][,capacity=N][,key=TEMPLATE]
                                 [,max-wait=D][,cost=N][,global=RATE/UNIT[:BURST]][,in-flight=N]
-                                [,adapt=on|off][,floor=RATE/UNIT]
+                                [,adapt=on|off][,floor=RATE/UNIT][,fair=on|off][,weights=KEY:N|KEY:N]
                            UNIT is s, m or h; TEMPLATE may use {type}, {payload.FIELD}, {header.NAME};
                            in-flight=N: at most N of these jobs run at once across the fleet
                            policy=P, what the limit promises (default token-bucket):
@@ -65,6 +65,10 @@ Flags:
                              fleet learns what the upstream allows: a 429 or 503 lowers the
                              rate, successes raise it back; floor=RATE/UNIT is the least rate
                              (default a tenth of RATE); see docs/adaptive.md
+                           fair=on|off (default on with key= and global=): the keys share the
+                             global bucket by weight, none starving the others; weights=
+                             gives keys (as the template derives them) other weights than 1,
+                             e.g. weights=tenant:acme:3|tenant:beta:2; see docs/fairness.md
   --unlimited TYPE         run TYPE's jobs with no limit, repeatable; a built-in type runs
                            only with a limit or this (without either, its jobs go back
                            to their queue for a worker that runs them)
@@ -72,7 +76,8 @@ Flags:
                            or, named .yaml or .yml, YAML of the same schema,
                            with the spec's options as fields ("policy", "burst", "slots",
                            "capacity", "key", "max_wait", "cost", "global", "in_flight",
-                           "adapt": true|false, "floor");
+                           "adapt": true|false, "floor", "fair": true|false,
+                           "weights": {"KEY": N});
                            a --limit replaces the file's entry for its type
   --max-wait DURATION      how long a job may wait here for its turn before it goes
                            back to the queue, unless its limit says (default 5s)
