@@ -32,6 +32,11 @@ const (
 	// than going back to its queue: its slot is busy meanwhile, and a slot
 	// that waits is one that fetches no other key's job.
 	shareHold = 50 * time.Millisecond
+	// sharePromote bounds the places the pool keeps a timer for: a backlog
+	// of a million jobs sent away at once would otherwise hold a million
+	// timers. A job with a place further off comes back at its backstop, a
+	// second late, with the others of its second.
+	sharePromote = time.Minute
 )
 
 // overShare handles a job whose key is over its share: place is its place in
@@ -58,7 +63,9 @@ func (p *Pool) overShare(ctx context.Context, j *job, place time.Duration) error
 	if err != nil || info == nil {
 		return err
 	}
-	p.promote.at(place, p.rdb, info.Queue, info.ID)
+	if place <= sharePromote {
+		p.promote.at(place, p.rdb, info.Queue, info.ID)
+	}
 	return nil
 }
 
