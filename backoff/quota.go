@@ -13,14 +13,19 @@ import (
 type Quota struct {
 	// Rate is the announced sustainable rate, per second: the IETF
 	// RateLimit-Policy's quota over its window; for X-RateLimit-* fields,
-	// which name no window, what remains spread over the time to the reset.
-	// 0 if none could be read.
+	// which name no window, what remains spread over the time to the reset
+	// when that is at least two seconds (a reset of one, rounded up, could
+	// be a millisecond). 0 if none could be read.
 	Rate float64
 	// Exhausted: the announced remaining quota is 0; Reset is when it is
 	// whole again (0 if not said).
 	Exhausted bool
 	Reset     time.Duration
 }
+
+// minRateReset is the least X-RateLimit-Reset, in seconds, from which the
+// remaining quota over it is read as a rate.
+const minRateReset = 2
 
 // epochCutoff tells a Unix time from delta seconds in X-RateLimit-Reset: no
 // upstream announces a reset a billion seconds (31 years) away.
@@ -54,7 +59,9 @@ func ParseQuota(h http.Header, now time.Time) (q Quota, ok bool) {
 		reset = 0
 	}
 	q.Exhausted, q.Reset, ok = remaining == 0, seconds(reset), true
-	if remaining > 0 && reset > 0 {
+	// A reset in whole seconds is rounded up: one of a second may be a
+	// millisecond, and what remains over it says nothing of the rate.
+	if remaining > 0 && reset >= minRateReset {
 		q.Rate = remaining / reset
 	}
 	return q, ok

@@ -28,6 +28,7 @@ func TestParseQuota(t *testing.T) {
 		{"IETF first of two policies", h("RateLimit-Policy", `"burst";q=10;w=1, "day";q=1000;w=86400`), Quota{Rate: 10}, true},
 		{"X- delta seconds", h("X-RateLimit-Limit", "100", "X-RateLimit-Remaining", "30", "X-RateLimit-Reset", "3"), Quota{Rate: 10, Reset: 3 * time.Second}, true},
 		{"X- epoch seconds", h("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1800000020"), Quota{Exhausted: true, Reset: 20 * time.Second}, true},
+		{"X- reset of a second: no rate", h("X-RateLimit-Limit", "50", "X-RateLimit-Remaining", "4", "X-RateLimit-Reset", "1"), Quota{Reset: time.Second}, true},
 		{"X- no reset", h("X-RateLimit-Remaining", "7"), Quota{}, true},
 		{"nothing", h(), Quota{}, false},
 		{"garbage", h("X-RateLimit-Remaining", "many"), Quota{}, false},

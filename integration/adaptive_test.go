@@ -78,8 +78,31 @@ func TestAdaptiveAnnounced(t *testing.T) {
 	ideal := idealMakespan(jobs, 50, 5)
 	t.Logf("ideal %.2fs (%.2fx)", ideal.Seconds(), r.makespan.Seconds()/ideal.Seconds())
 	assert.Equal(t, jobs, r.status[http.StatusOK], "every job done")
-	assert.Less(t, r.makespan.Seconds(), 1.5*ideal.Seconds(), "makespan, loosely (the issue aims at 1.15x)")
-	assert.LessOrEqual(t, r.refused, 0.05, "answers 429, loosely (the issue aims at 1%%)")
+	// Most runs take 5.92–5.94 s (1.00x); about one in five draws one 429
+	// in the first 5 ms, before the first answer's quota reaches the other
+	// processes (their Adapter caches the rate for 250 ms), and its
+	// Retry-After of 1 s makes it 7.1–7.3 s (1.2x). The issue aims at 1.15x.
+	assert.Less(t, r.makespan.Seconds(), 1.3*ideal.Seconds(), "makespan within 1.3x the ideal")
+	assert.LessOrEqual(t, r.refused, 0.01, "at most 1%% of answers 429")
+	assert.Equal(t, 0, r.qi.Archived, "archived")
+}
+
+// TestAdaptiveAnnouncedX is the same with X-RateLimit-Limit / -Remaining /
+// -Reset fields, which name no window. This upstream's reset (the time until
+// its bucket of 5 is full) is always under a second, written 1: no rate can
+// be read from it, so each spent quota holds the bucket for the whole second
+// and lowers the effective rate as a 429 would (blind, ×0.6). Measured
+// 9.28 s (1.57x the ideal), 0.3 % 429; 15.1 s when the remaining quota over
+// a rounded-up second was taken for a rate. Bounded loosely: the IETF
+// fields, which name the rate, are what reach the ideal.
+func TestAdaptiveAnnouncedX(t *testing.T) {
+	const jobs = 300
+	r := runAdaptive(t, upstreamConfig{Rate: 50, Burst: 5, Announce: "x"}, "http:request=200/s,burst=5", jobs)
+	ideal := idealMakespan(jobs, 50, 5)
+	t.Logf("ideal %.2fs (%.2fx)", ideal.Seconds(), r.makespan.Seconds()/ideal.Seconds())
+	assert.Equal(t, jobs, r.status[http.StatusOK], "every job done")
+	assert.Less(t, r.makespan.Seconds(), 2*ideal.Seconds(), "makespan, loosely")
+	assert.LessOrEqual(t, r.refused, 0.02, "answers 429")
 	assert.Equal(t, 0, r.qi.Archived, "archived")
 }
 
@@ -103,7 +126,7 @@ func TestAdaptiveMovingLimit(t *testing.T) {
 	assert.Equal(t, 0, r.qi.Archived, "archived")
 	assert.Less(t, r.makespan.Seconds(), 25.0, "loosely: the fleet tracks the limit back up (43.4 s without adapting)")
 	// Recovery is slow (+0.5 % of the ceiling a second above 80 % of the
-	// rate that failed): one CI run measured 59 jobs in the third phase,
-	// more than the second's 30 but far from the 200 the API allows.
-	assert.Greater(t, float64(perPhase[2]), 1.5*float64(perPhase[1]), "the rate rises again once the limit does")
+	// rate that failed): the third phase has measured 59 to 89 jobs, more
+	// than the second's 30 to 51, far from the 200 the API allows.
+	assert.Greater(t, perPhase[2], perPhase[1], "the rate rises again once the limit does")
 }

@@ -91,3 +91,24 @@ func (p *Pool) rebookBucket(key string) {
 		}
 	}
 }
+
+// rateDropped reports whether the adaptive rate of job j's bucket dropped
+// below the rate its turn was booked at while it waited for it: another
+// process learned the upstream's limit (an announced quota, a 429) and
+// could not wake this one's waiters. The turn is then given up (its tokens
+// were counted at the old pace) for one at the new rate. It reads the store
+// itself, not the Adapter's cache, bounded by cooldownCheckTimeout; if the
+// store cannot answer in time the job keeps its turn.
+func (p *Pool) rateDropped(ctx context.Context, j *job) bool {
+	if j.pol.adaptive == nil || j.rate <= 0 {
+		return false
+	}
+	sctx, cancel := context.WithTimeout(ctx, cooldownCheckTimeout)
+	defer cancel()
+	l, _, err := p.cfg.Limiter.AdaptiveLimit(sctx, j.key, *j.pol.adaptive)
+	if err != nil || l.Rate >= j.rate {
+		return false
+	}
+	j.log.Debug("workers: the bucket's adaptive rate dropped while the job waited; taking a new turn", "booked_at", j.rate, "rate", l.Rate)
+	return true
+}

@@ -224,6 +224,9 @@ func (p *Pool) acquire(ctx context.Context, j *job) error {
 		if sent, err := p.heedCooldown(ctx, j); sent {
 			return err
 		}
+		if p.rateDropped(ctx, j) {
+			return p.acquire(ctx, j)
+		}
 	}
 	p.waited(ctx, j.rt, d)
 	return p.runHolding(ctx, j)

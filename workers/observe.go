@@ -52,9 +52,25 @@ func (p *Pool) applyNote(ctx context.Context, j *job) {
 	if !ok || a == nil {
 		return
 	}
+	if q.Rate > 0 {
+		p.announced(ctx, j, q)
+	} else if q.Exhausted {
+		// No rate said beside it: a spent quota is the upstream's limit
+		// reached, an overload as a 429 is, without the 429.
+		p.adaptRefused(ctx, j)
+	}
 	if q.Exhausted && q.Reset > 0 {
+		// Held at the effective rate, as the bucket is reserved at it: the
+		// bucket comes out of the hold empty, one turn at the end and then
+		// one per turn of that rate (held at the ceiling, it would come out
+		// with the effective rate's burst in hand, which the spent
+		// upstream has not).
+		l, _, err := p.adapt.Limit(context.WithoutCancel(ctx), j.key, *a)
+		if err != nil {
+			l = a.Ceiling
+		}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-		_, err := p.cfg.Limiter.Cooldown(sctx, j.key, j.pol.Limit, q.Reset)
+		_, err = p.cfg.Limiter.Cooldown(sctx, j.key, l, exhaustedHold(q))
 		cancel()
 		if err != nil {
 			j.log.Debug("workers: cannot hold the bucket for the announced reset", "err", err)
@@ -63,9 +79,12 @@ func (p *Pool) applyNote(ctx context.Context, j *job) {
 				"bucket", j.key, "reset", q.Reset)
 		}
 	}
-	if q.Rate <= 0 {
-		return
-	}
+}
+
+// announced makes the rate the upstream announced (q.Rate > 0) the
+// effective rate of job j's bucket, never above its ceiling.
+func (p *Pool) announced(ctx context.Context, j *job, q backoff.Quota) {
+	a := j.pol.adaptive
 	rate := q.Rate * a.Ceiling.Period.Seconds()
 	if a.Ceiling.Period == 0 {
 		rate = q.Rate
@@ -80,4 +99,19 @@ func (p *Pool) applyNote(ctx context.Context, j *job) {
 		j.log.Info("workers: the upstream announced its quota: the fleet's effective rate for the bucket follows it",
 			"bucket", j.key, "rate", st.Rate, "ceiling", a.Ceiling.Rate, "per", a.Ceiling.Period.String())
 	}
+}
+
+// exhaustedHold is how long a bucket is held when the upstream announces its
+// quota spent: until the announced reset. The fields write the reset in
+// whole seconds, rounded up, so a reset of one second says only "within the
+// second": the quota of a token-bucket upstream comes back one request at a
+// time, the first after 1/rate. So with a rate announced beside it, a reset
+// of a second or less holds for one request's time at that rate: a
+// fixed-window upstream may then answer one 429, whose Retry-After holds the
+// bucket in turn (docs/adaptive.md).
+func exhaustedHold(q backoff.Quota) time.Duration {
+	if q.Rate > 0 && q.Reset <= time.Second {
+		return min(q.Reset, time.Duration(float64(time.Second)/q.Rate))
+	}
+	return q.Reset
 }
