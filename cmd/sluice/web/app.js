@@ -46,6 +46,15 @@ function fill(id, rows) {
   body.replaceChildren(...rows);
 }
 
+// tenants says which keys share a fair limit's global bucket now.
+function tenants(l) {
+  if (!l.tenant_count) return "";
+  const shown = (l.tenants || []).map(t =>
+    `${t.key} ${(100 * t.share).toFixed(0)}%` + (t.waiting > 0 ? ` (${t.waiting} waiting)` : ""));
+  const more = l.tenant_count > shown.length ? `, ${l.tenant_count - shown.length} more` : "";
+  return `; ${l.tenant_count} keys sharing: ${shown.join(", ")}${more}`;
+}
+
 function draw(st) {
   document.getElementById("status").textContent = "updated " + new Date(st.time).toLocaleTimeString();
   const errors = document.getElementById("errors");
@@ -64,7 +73,7 @@ function draw(st) {
       el("td", {}, spark(h, l.effective_why ? l.effective_per_s : l.rate_per_s),
         ` ${l.grants_per_s.toFixed(1)} of ${(l.effective_why ? l.effective_per_s : l.rate_per_s).toFixed(1)}` +
         (l.effective_why && l.effective_why !== "ceiling" ? ` (ceiling ${l.rate_per_s.toFixed(1)}, ${l.effective_why})` : "") +
-        (l.keyed ? " per key" : "")),
+        (l.keyed ? " per key" : "") + tenants(l)),
       el("td", { class: "num" }, tokens), cool,
       el("td", { class: "num" }, l.waiting),
       el("td", { class: "num" }, l.queued === undefined ? "-" : `${l.queued} (${(l.queues || []).join(", ")})`),
