@@ -87,7 +87,8 @@ type Policy struct {
 	// listed weighs 1. Each from 1 to throttle.MaxShareWeight.
 	Weights map[string]int
 	// FairHorizon is how far ahead of now one key may book Global under
-	// Fair; 0 means throttle.DefaultShareHorizon.
+	// Fair; 0 means the time Global takes to grant half of Config.Concurrency
+	// tokens, at most throttle.DefaultShareHorizon (see fairHorizon).
 	FairHorizon time.Duration
 }
 
@@ -128,8 +129,9 @@ func fingerprint(p *policy) string {
 }
 
 // newPolicy checks pol and returns a copy of it, with defaultWait as its
-// MaxWait if it has none.
-func newPolicy(pol Policy, defaultWait time.Duration) (*policy, error) {
+// MaxWait if it has none, and under Fair a FairHorizon for a process of
+// concurrency slots if it has none (fairHorizon).
+func newPolicy(pol Policy, defaultWait time.Duration, concurrency int) (*policy, error) {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	switch {
@@ -216,6 +218,11 @@ func newPolicy(pol Policy, defaultWait time.Duration) (*policy, error) {
 		p.adaptive = &a
 	}
 	p.fp = fingerprint(p)
+	if p.Fair && p.FairHorizon == 0 {
+		// After the fingerprint: processes of other concurrencies share
+		// one set of limits.
+		p.FairHorizon = fairHorizon(p.Global, concurrency)
+	}
 	return p, nil
 }
 
@@ -291,6 +298,21 @@ func ownKey(name, key string, global bool) string {
 // "{name}:key", so that both share a Cluster slot.
 func BucketKey(pol Policy, key string) string {
 	return ownKey(pol.Name, key, !isNil(pol.Global))
+}
+
+// fairHorizon is the default FairHorizon for a process of concurrency slots
+// under global: the time global takes to grant half as many tokens as the
+// slots, at most throttle.DefaultShareHorizon and at least a millisecond.
+// A key's jobs whose turns are booked wait for them in the slots, and asynq
+// hands jobs out in the order they were queued: if one key could book
+// further ahead than the slots hold, its backlog would fill every slot
+// within its share, and another key's jobs, queued behind, would never be
+// fetched. Half the slots leaves the other half fetching.
+func fairHorizon(global throttle.Policy, concurrency int) time.Duration {
+	count, period := global.Quota()
+	perToken := period / time.Duration(count)
+	h := perToken * time.Duration(max(concurrency, 1)) / 2
+	return min(max(h, time.Millisecond), throttle.DefaultShareHorizon)
 }
 
 // GlobalKey is the bucket pol's Global is kept in, "{name}:*global*", for a

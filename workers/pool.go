@@ -161,7 +161,7 @@ func (p *Pool) newRoute(taskType string, h asynq.Handler, pol *Policy) (*route, 
 	}
 	rt := &route{h: h}
 	if pol != nil {
-		pp, err := newPolicy(*pol, p.cfg.MaxWait)
+		pp, err := newPolicy(*pol, p.cfg.MaxWait, p.cfg.Concurrency)
 		if err != nil {
 			return nil, err
 		}
@@ -193,7 +193,7 @@ func (p *Pool) SetPolicy(name string, pol Policy) error {
 	if pol.Name != name {
 		return fmt.Errorf("workers: SetPolicy(%q): the policy is named %q", name, pol.Name)
 	}
-	pp, err := newPolicy(pol, p.cfg.MaxWait)
+	pp, err := newPolicy(pol, p.cfg.MaxWait, p.cfg.Concurrency)
 	if err != nil {
 		return fmt.Errorf("workers: SetPolicy(%q): %w", name, err)
 	}
