@@ -234,3 +234,28 @@ func ExampleSlidingWindow() {
 	// true 0 true
 	// false 0 true
 }
+
+// Two tenants share one global bucket of 10/s with Share: tenant a, alone,
+// books ahead to the horizon; then it is over its share and gets a place in
+// its line, while tenant b, arriving, books at once.
+func ExampleShare() {
+	lim := throttle.NewLimiter(throttle.NewMemoryStore())
+	ctx := context.Background()
+	global := throttle.PerSecond(10, 1)
+	take := func(tenant string) error {
+		_, err := lim.ReserveAll(ctx, []throttle.Bucket{
+			{Key: "{acct}:tenant:" + tenant, Limit: throttle.PerSecond(100, 100)},
+			{Key: "{acct}:global", Limit: global, Share: &throttle.Share{Tenant: tenant, Horizon: 250 * time.Millisecond}},
+		}, time.Minute)
+		return err
+	}
+	booked := 0
+	for take("a") == nil {
+		booked++
+	}
+	fmt.Println("a booked", booked, "turns ahead, then:", errors.Is(take("a"), throttle.ErrOverShare))
+	fmt.Println("b books:", take("b") == nil)
+	// Output:
+	// a booked 3 turns ahead, then: true
+	// b books: true
+}
