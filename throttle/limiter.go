@@ -79,17 +79,27 @@ func (l *Limiter) check(req *request) error {
 			return err
 		}
 		b.Limit = a
-		sh, found, err := checkShare(b, i)
-		switch {
-		case err != nil:
-			return err
-		case found && req.share != nil:
-			return invalidf("buckets %q and %q both have a Share: a call may share one bucket", req.share.bucket, b.Key)
-		case found:
-			sh.bucket = b.Key
-			req.share = &sh
+		if b.Share != nil {
+			if err := req.setShare(b, i); err != nil {
+				return err
+			}
 		}
 	}
+	return nil
+}
+
+// setShare checks the Share of bucket i of req and sets req.share. (Apart
+// from check, so that a call without a Share allocates none.)
+func (req *request) setShare(b *Bucket, i int) error {
+	sh, _, err := checkShare(b, i)
+	switch {
+	case err != nil:
+		return err
+	case req.share != nil:
+		return invalidf("buckets %q and %q both have a Share: a call may share one bucket", req.share.bucket, b.Key)
+	}
+	sh.bucket = b.Key
+	req.share = &sh
 	return nil
 }
 
