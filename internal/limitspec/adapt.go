@@ -21,15 +21,7 @@ type adaptive struct {
 }
 
 // parseAdapt reads adapt='s value.
-func parseAdapt(v string) (bool, error) {
-	switch v {
-	case "on", "true":
-		return true, nil
-	case "off", "false":
-		return false, nil
-	}
-	return false, invalidf("adapt %s: want on or off", quote(v))
-}
+func parseAdapt(v string) (bool, error) { return parseOnOff(optAdapt, v) }
 
 // apply sets sp.Adapt and sp.Floor from ad, once sp.Limit is built: on by
 // default for a token bucket, which alone can adapt; a floor needs adapt on
