@@ -80,7 +80,7 @@ func (l *Limiter) check(req *request) error {
 		}
 		b.Limit = a
 		if b.Share != nil {
-			if err := req.setShare(b, i); err != nil {
+			if err := req.setShare(b); err != nil {
 				return err
 			}
 		}
@@ -88,17 +88,16 @@ func (l *Limiter) check(req *request) error {
 	return nil
 }
 
-// setShare checks the Share of bucket i of req and sets req.share. (Apart
+// setShare checks the Share of bucket b of req and sets req.share. (Apart
 // from check, so that a call without a Share allocates none.)
-func (req *request) setShare(b *Bucket, i int) error {
-	sh, _, err := checkShare(b, i)
+func (req *request) setShare(b *Bucket) error {
+	sh, err := checkShare(b)
 	switch {
 	case err != nil:
 		return err
 	case req.share != nil:
 		return invalidf("buckets %q and %q both have a Share: a call may share one bucket", req.share.bucket, b.Key)
 	}
-	sh.bucket = b.Key
 	req.share = &sh
 	return nil
 }

@@ -52,39 +52,39 @@ var ErrOverShare = errors.New("throttle: over its share")
 type share struct {
 	tenant  string
 	weight  int64
-	horizon int64 // µs
-	t       int64 // µs per token of the shared bucket
-	n       int64 // tokens the call takes from it
-	at      int   // the shared bucket's index in the call
-	bucket  string
+	horizon int64  // µs
+	t       int64  // µs per token of the shared bucket
+	n       int64  // tokens the call takes from it
+	bucket  string // the shared bucket's name
 }
 
-// checkShare checks the Share of bucket i of a request, if it has one, and
-// returns it in store units; found reports a Share.
-func checkShare(b *Bucket, i int) (s share, found bool, err error) {
-	if b.Share == nil {
-		return share{}, false, nil
-	}
+// checkShare checks the Share of bucket b (which has one) and returns it in
+// store units.
+func checkShare(b *Bucket) (share, error) {
 	sh := *b.Share
 	if err := checkName(sh.Tenant); err != nil {
-		return share{}, true, invalidf("share of %q: tenant: %s", b.Key, err.(*InvalidError).Reason)
+		return share{}, invalidf("share of %q: tenant: %s", b.Key, err.(*InvalidError).Reason)
 	}
 	if sh.Weight == 0 {
 		sh.Weight = 1
 	}
 	if sh.Weight < 1 || sh.Weight > MaxShareWeight {
-		return share{}, true, invalidf("share of %q: weight %d is not between 1 and %d", b.Key, sh.Weight, MaxShareWeight)
+		return share{}, invalidf("share of %q: weight %d is not between 1 and %d", b.Key, sh.Weight, MaxShareWeight)
 	}
 	if sh.Horizon == 0 {
 		sh.Horizon = DefaultShareHorizon
 	}
 	if sh.Horizon < 0 || sh.Horizon > MaxShareHorizon {
-		return share{}, true, invalidf("share of %q: horizon %v is not between 0 and %v", b.Key, sh.Horizon, MaxShareHorizon)
+		return share{}, invalidf("share of %q: horizon %v is not between 0 and %v", b.Key, sh.Horizon, MaxShareHorizon)
 	}
-	count, period := b.Limit.Quota()
-	t := max(int64(period/time.Microsecond)/int64(count), 1)
 	return share{tenant: sh.Tenant, weight: int64(sh.Weight), horizon: int64(sh.Horizon / time.Microsecond),
-		t: t, n: int64(b.N), at: i}, true, nil
+		t: perToken(b.Limit), n: int64(b.N), bucket: b.Key}, nil
+}
+
+// perToken is p's time per token, in µs (at least 1): its quota's period over its count.
+func perToken(p Policy) int64 {
+	count, period := p.Quota()
+	return max(int64(period/time.Microsecond)/int64(count), 1)
 }
 
 // shareKeys are the Redis keys of a shared bucket's tenants: a sorted set of

@@ -36,8 +36,7 @@ func (l *Limiter) Shares(ctx context.Context, key string, policy Policy, most in
 	if most < 1 {
 		return nil, 0, invalidf("most %d: want at least 1", most)
 	}
-	count, period := b.Limit.Quota()
-	t := max(int64(period/time.Microsecond)/int64(count), 1)
+	t := perToken(b.Limit)
 	var v shareView
 	_, local, _, err := l.storeCall(ctx, "shares", func() (err error) {
 		v, err = l.store.shares(ctx, l.cfg.prefix, key, most)

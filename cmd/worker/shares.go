@@ -24,12 +24,12 @@ const (
 	metricTenants = 20
 )
 
-// fairOf is the global bucket and its limit of a fair policy; ok false otherwise.
-func fairOf(pol workers.Policy) (bucket string, global throttle.Policy, ok bool) {
+// fairOf is the global bucket and its limit of a fair policy; "" and nil otherwise.
+func fairOf(pol workers.Policy) (bucket string, global throttle.Policy) {
 	if !pol.Fair || pol.Global == nil {
-		return "", nil, false
+		return "", nil
 	}
-	return workers.GlobalKey(pol), pol.Global, true
+	return workers.GlobalKey(pol), pol.Global
 }
 
 // fairWant is one fair limit: its policy's rate line, name, global bucket and limit.

@@ -59,7 +59,7 @@ func (r *rates) counted(h asynq.Handler, pol *workers.Policy) asynq.Handler {
 	rate, period := rateOf(pol.Limit)
 	pr := &policyRate{name: pol.Name, rate: rate, period: period, perKey: pol.Key != nil, lastAt: r.start}
 	pr.adaptive, pr.bucket = adaptiveOf(*pol), workers.BucketKey(*pol, pol.Name)
-	pr.fairBucket, pr.fairGlobal, _ = fairOf(*pol)
+	pr.fairBucket, pr.fairGlobal = fairOf(*pol)
 	r.policies = append(r.policies, pr)
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		pr.runs.Add(1)
@@ -77,7 +77,7 @@ func (r *rates) setLimit(name string, pol workers.Policy) {
 		if p.name == name {
 			p.rate, p.period, p.perKey = rate, period, pol.Key != nil
 			p.adaptive, p.bucket, p.eff, p.why = adaptiveOf(pol), workers.BucketKey(pol, pol.Name), 0, ""
-			p.fairBucket, p.fairGlobal, _ = fairOf(pol)
+			p.fairBucket, p.fairGlobal = fairOf(pol)
 			p.tenants = ""
 		}
 	}
