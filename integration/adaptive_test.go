@@ -92,7 +92,7 @@ func TestAdaptiveAnnounced(t *testing.T) {
 // its bucket of 5 is full) is always under a second, written 1: no rate can
 // be read from it, so each spent quota holds the bucket for the whole second
 // and lowers the effective rate as a 429 would (blind, ×0.6). Measured
-// 9.28 s (1.57x the ideal), 0.3 % 429; 15.1 s when the remaining quota over
+// 9.2–9.4 s (1.56–1.59x the ideal), 0–1 answers 429; 15.1 s when the remaining quota over
 // a rounded-up second was taken for a rate. Bounded loosely: the IETF
 // fields, which name the rate, are what reach the ideal.
 func TestAdaptiveAnnouncedX(t *testing.T) {

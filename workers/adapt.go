@@ -96,16 +96,17 @@ func (p *Pool) rebookBucket(key string) {
 // below the rate its turn was booked at while it waited for it: another
 // process learned the upstream's limit (an announced quota, a 429) and
 // could not wake this one's waiters. The turn is then given up (its tokens
-// were counted at the old pace) for one at the new rate. It reads the store
-// itself, not the Adapter's cache, bounded by cooldownCheckTimeout; if the
-// store cannot answer in time the job keeps its turn.
+// were counted at the old pace) for one at the new rate. It reads the rate
+// through the Adapter, whose copy is at most AdapterCacheFor old, so that a
+// turn costs no store call more than it did (a drop in the last 250 ms may
+// go unseen); if the store cannot answer in time the job keeps its turn.
 func (p *Pool) rateDropped(ctx context.Context, j *job) bool {
 	if j.pol.adaptive == nil || j.rate <= 0 {
 		return false
 	}
 	sctx, cancel := context.WithTimeout(ctx, cooldownCheckTimeout)
 	defer cancel()
-	l, _, err := p.cfg.Limiter.AdaptiveLimit(sctx, j.key, *j.pol.adaptive)
+	l, _, err := p.adapt.Limit(sctx, j.key, *j.pol.adaptive)
 	if err != nil || l.Rate >= j.rate {
 		return false
 	}
