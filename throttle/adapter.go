@@ -8,8 +8,9 @@ import (
 
 const (
 	// AdapterCacheFor is how long an Adapter uses a bucket's effective limit
-	// before it reads it again: a process follows the fleet's changes within
-	// it.
+	// (Adapter.Limit) before it reads it again. Tokens are always taken at
+	// the store's rate of the moment (an Adaptive policy); the cached copy
+	// only answers checks that must not cost a store call each.
 	AdapterCacheFor = 250 * time.Millisecond
 	// adapterFlushAfter and adapterFlushEvery batch the successes an Adapter
 	// reports: one store call per so many of a bucket, or per so long.
@@ -23,9 +24,10 @@ const (
 )
 
 // Adapter is one process's side of adaptive buckets (Adaptive), shared by
-// its callers: it caches each bucket's effective limit for AdapterCacheFor
-// and batches the successes it reports, so that adapting costs a store call
-// per many requests, not per request. workers.Pool and httplimit.Transport
+// its callers: it batches the successes it reports and caches each bucket's
+// effective limit for AdapterCacheFor (for checks, and to spare the store
+// announcements it already holds), so that adapting costs a store call per
+// many requests, not per request. workers.Pool and httplimit.Transport
 // use one each; a program of its own can too. It is safe for concurrent use.
 type Adapter struct {
 	lim *Limiter

@@ -21,9 +21,12 @@ const (
 // process, falls when the upstream refuses a request and climbs back while
 // requests succeed, never below Floor. See docs/adaptive.md for the law.
 //
-// Use it with Limiter.AdaptiveLimit, which returns the Limit to take tokens
-// under now, and Limiter.Report, which tells the store how the upstream
-// answered; workers.Policy.Adapt and httplimit.Transport.Adapt do both.
+// Pass it as the policy of Acquire, Reserve or TryAcquire: the same store
+// call reads the effective rate and takes the tokens at it, so every
+// process follows a change at its next call. Tell the store how the
+// upstream answered with Limiter.Report (or an Adapter, which batches the
+// reports); Limiter.AdaptiveLimit reads the rate without taking anything.
+// workers.Policy.Adapt and httplimit.Transport.Adapt do all of it.
 type Adaptive struct {
 	Ceiling Limit
 	// Floor is the least effective rate, per Ceiling.Period; 0 means a tenth
@@ -78,17 +81,6 @@ func (a Adaptive) floor() float64 {
 		return a.Floor
 	}
 	return a.Ceiling.Rate / 10
-}
-
-// limitAt is the token bucket at effective rate r: the ceiling's burst
-// scaled down with the rate, at least 1.
-func (a Adaptive) limitAt(r float64) Limit {
-	l := a.Ceiling
-	if r < l.Rate {
-		l.Burst = max(1, int(math.Floor(float64(l.Burst)*r/l.Rate)))
-		l.Rate = r
-	}
-	return l
 }
 
 func (a Adaptive) op(name string, n float64) adaptOp {

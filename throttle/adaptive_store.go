@@ -60,6 +60,17 @@ func (m *MemoryStore) adapt(_ context.Context, prefix, key string, o adaptOp) (A
 	return AdaptState{Rate: st.rate, Reason: st.why, Age: time.Duration(now-st.at) * time.Microsecond}, nil
 }
 
+// effective is bucket name's effective rate for a reserve at now, as
+// lua/tb.lua reads it: 0 (the ceiling) when none is kept or it is the
+// ceiling. m.mu is held.
+func (m *MemoryStore) effective(prefix, name string, now int64) float64 {
+	e := m.adapts[memKey{prefix: prefix, name: name}]
+	if e == nil || e.exp <= now || e.st.why == adaptCeiling {
+		return 0
+	}
+	return e.st.rate
+}
+
 // sweepAdapts forgets up to two expired adaptive states: amortised cleanup,
 // run when one is added, so that idle keys do not pile up.
 func (m *MemoryStore) sweepAdapts(now int64) {

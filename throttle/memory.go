@@ -116,6 +116,7 @@ type memCall struct {
 	ok     bool  // the tail can queue n
 	retry  int64 // if not: its RetryAfter
 	handle int64
+	taken  fixedTB // an Adaptive bucket at its effective rate (t 0: not one)
 }
 
 // open starts bucket b's part of a call at now, as the Lua modules' load and
@@ -124,6 +125,10 @@ type memCall struct {
 func (m *MemoryStore) open(prefix string, b *Bucket, now int64) memCall {
 	a := b.algo()
 	c := memCall{key: memKey{prefix: prefix, name: b.Key, kind: a.kind()}, n: b.N}
+	if ad, ok := a.(Adaptive); ok { // lua/tb.lua's rate
+		c.taken = ad.at(m.effective(prefix, b.Key, now))
+		a = c.taken
+	}
 	var st memState
 	if c.e = m.entries[c.key]; c.e != nil {
 		st, c.hs = c.e.st, c.e.hs
@@ -186,10 +191,14 @@ func (m *MemoryStore) decide(req request) decision {
 	if req.share != nil {
 		sc = m.shared.load(req.prefix, req.share, now)
 		if wait, over := sc.over(now); over {
+			d := decision{now: now, wait: wait, overShare: true}
 			for i := range cs {
 				m.close(&cs[i], now)
+				if cs[i].taken.t > 0 {
+					d.taken = cs[i].taken
+				}
 			}
-			return decision{now: now, wait: wait, overShare: true}
+			return d
 		}
 	}
 
@@ -217,6 +226,11 @@ func (m *MemoryStore) decide(req request) decision {
 	}
 
 	d := decision{now: now, wait: s - now}
+	for i := range cs {
+		if cs[i].taken.t > 0 {
+			d.taken = cs[i].taken
+		}
+	}
 	if k > 1 {
 		d.handles = make([]int64, k-1)
 	}
@@ -325,6 +339,9 @@ func (m *MemoryStore) peek(_ context.Context, prefix string, b Bucket) (State, e
 		}
 	}
 	cool := m.cooldownAt(prefix, b.Key, now)
+	if ad, ok := a.(Adaptive); ok { // lua/tb.lua's rate
+		a = ad.at(m.effective(prefix, b.Key, now))
+	}
 	mod := a.open(st, now, cool)
 	e, ok, retry := mod.tail(now, b.N, -1)
 	next := retry

@@ -97,6 +97,8 @@ func asAlgo(p Policy) (algo, error) {
 		return p, nil
 	case LeakyBucket:
 		return p, nil
+	case Adaptive:
+		return p, nil
 	case nil:
 		return nil, invalidf("policy is nil")
 	}
@@ -119,6 +121,10 @@ func asAlgo(p Policy) (algo, error) {
 			return *p, nil
 		}
 	case *LeakyBucket:
+		if p != nil {
+			return *p, nil
+		}
+	case *Adaptive:
 		if p != nil {
 			return *p, nil
 		}

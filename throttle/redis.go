@@ -82,11 +82,17 @@ func (s *RedisStore) now() string {
 	return strconv.FormatInt(s.clock.Now().UnixMicro(), 10)
 }
 
-// bucketKeys appends bucket b's three keys (lua/prelude.lua): its state,
-// its holes and its cooldown marker.
+// bucketKeys appends bucket b's four keys (lua/prelude.lua): its state,
+// its holes, its cooldown marker, and its effective rate if it is Adaptive
+// (else its state again, which costs no string).
 func bucketKeys(keys []string, prefix string, b *Bucket) []string {
-	st := stateKey(prefix, b.Key, b.algo())
-	return append(keys, st, st+":holes", cooldownMarker(prefix, b.Key))
+	a := b.algo()
+	st := stateKey(prefix, b.Key, a)
+	ak := st
+	if _, ok := a.(Adaptive); ok {
+		ak = adaptKey(prefix, b.Key)
+	}
+	return append(keys, st, st+":holes", cooldownMarker(prefix, b.Key), ak)
 }
 
 // bucketArgs appends bucket b's five arguments: kind, n, a1, a2, a3.
@@ -98,7 +104,7 @@ func bucketArgs(args []any, b *Bucket) []any {
 
 func (s *RedisStore) reserve(ctx context.Context, req request) (decision, error) {
 	n := req.len()
-	keys := make([]string, 0, 3*n)
+	keys := make([]string, 0, 4*n)
 	args := make([]any, 2, 2+5*n)
 	args[0], args[1] = s.now(), strconv.FormatInt(req.maxWait, 10)
 	for i := 0; i < n; i++ {
@@ -114,7 +120,7 @@ func (s *RedisStore) reserve(ctx context.Context, req request) (decision, error)
 	if err != nil {
 		return decision{}, s.fail("reserve", err)
 	}
-	d, err := parseDecision(v, n)
+	d, err := parseDecision(v, n, req.adapt != 0)
 	if err != nil {
 		return decision{}, storeErr("reserve", err)
 	}
@@ -138,8 +144,12 @@ func replyInts(v any, want int) ([]int64, error) {
 	return ints, nil
 }
 
-func parseDecision(v any, n int) (decision, error) {
-	ints, err := replyInts(v, 5+n)
+func parseDecision(v any, n int, adaptive bool) (decision, error) {
+	want := 5 + n
+	if adaptive {
+		want += 2
+	}
+	ints, err := replyInts(v, want)
 	if err != nil {
 		return decision{}, err
 	}
@@ -147,15 +157,18 @@ func parseDecision(v any, n int) (decision, error) {
 	if d.granted {
 		d.handle = ints[5]
 		if n > 1 {
-			d.handles = ints[6:]
+			d.handles = ints[6 : 5+n]
 		}
+	}
+	if adaptive {
+		d.taken = fixedTB{t: ints[5+n], burst: ints[6+n]}
 	}
 	return d, nil
 }
 
 func (s *RedisStore) refund(ctx context.Context, req request, d decision, id string) (bool, error) {
 	n := req.len()
-	keys := make([]string, 0, 3*n+1)
+	keys := make([]string, 0, 4*n+1)
 	args := make([]any, 3, 3+6*n)
 	args[0], args[1], args[2] = s.now(), strconv.FormatInt(d.slot(), 10), id
 	for i := 0; i < n; i++ {
@@ -176,7 +189,7 @@ func (s *RedisStore) refund(ctx context.Context, req request, d decision, id str
 func cooldownMarker(prefix, name string) string { return redisKey(prefix, name) + ":cooldown" }
 
 func (s *RedisStore) cooldown(ctx context.Context, prefix string, b Bucket, d time.Duration) (time.Duration, error) {
-	keys := bucketKeys(make([]string, 0, 3), prefix, &b)
+	keys := bucketKeys(make([]string, 0, 4), prefix, &b)
 	args := bucketArgs([]any{s.now(), int64(d / time.Microsecond)}, &b)
 	v, err := bucketScripts[scriptCooldown][b.algo().kind()].Run(ctx, s.rdb, keys, args...).Int64()
 	if err != nil {
@@ -200,7 +213,7 @@ func (s *RedisStore) cooldownLeft(ctx context.Context, prefix, key string) (time
 }
 
 func (s *RedisStore) peek(ctx context.Context, prefix string, b Bucket) (State, error) {
-	keys := bucketKeys(make([]string, 0, 3), prefix, &b)
+	keys := bucketKeys(make([]string, 0, 4), prefix, &b)
 	args := bucketArgs([]any{s.now()}, &b)
 	v, err := bucketScripts[scriptPeek][b.algo().kind()].Run(ctx, s.rdb, keys, args...).Result()
 	if err != nil {
@@ -214,7 +227,7 @@ func (s *RedisStore) peek(ctx context.Context, prefix string, b Bucket) (State, 
 }
 
 func (s *RedisStore) reset(ctx context.Context, prefix string, b Bucket) error {
-	keys := bucketKeys(make([]string, 0, 3), prefix, &b)
+	keys := bucketKeys(make([]string, 0, 4), prefix, &b)
 	if err := s.rdb.Del(ctx, keys...).Err(); err != nil {
 		return s.fail("reset", err)
 	}

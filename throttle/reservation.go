@@ -26,7 +26,20 @@ type Reservation struct {
 }
 
 func newReservation(l *Limiter, req request, d decision) *Reservation {
+	req.took(d)
 	return &Reservation{lim: l, req: req, d: d, at: time.Now().Add(micros(d.wait))}
+}
+
+// AdaptiveRate is the effective rate, per its ceiling's Period, at which
+// the call's Adaptive bucket was taken; 0 if the call had none.
+func (r *Reservation) AdaptiveRate() float64 {
+	if r.req.adapt == 0 {
+		return 0
+	}
+	if f, ok := r.req.at(r.req.adapt - 1).Limit.(fixedTB); ok {
+		return f.rate()
+	}
+	return 0
 }
 
 // Delay is how long from now until the reservation's slot; 0 once it has come.

@@ -65,9 +65,24 @@ type request struct {
 	more    []Bucket
 	maxWait int64  // µs; negative means no bound
 	share   *share // the checked Share of one bucket, if any
+	adapt   int    // 1 + the index of the Adaptive bucket, if any
 }
 
 func (r *request) len() int { return 1 + len(r.more) }
+
+// took puts r's Adaptive bucket, as decision d took it, in its place: a
+// refund of the call gives back what it took, at the rate it took it.
+func (r *request) took(d decision) {
+	if r.adapt == 0 || d.taken.t <= 0 {
+		return
+	}
+	b := r.at(r.adapt - 1)
+	if a, ok := b.Limit.(Adaptive); ok {
+		f := d.taken
+		f.per = a.args()[2]
+		b.Limit = f
+	}
+}
 
 func (r *request) at(i int) *Bucket {
 	if i == 0 {
@@ -100,6 +115,7 @@ type decision struct {
 	now       int64   // the store's time of the decision, µs
 	handle    int64   // the first bucket's handle after a grant: what a refund needs
 	handles   []int64 // the other buckets'
+	taken     fixedTB // the Adaptive bucket as the call took it (t 0: none)
 }
 
 func (d *decision) handleAt(i int) int64 {

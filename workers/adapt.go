@@ -6,17 +6,6 @@ import (
 	"strings"
 )
 
-// effective sets job j's own bucket to its adaptive limit's effective rate
-// (throttle.Adapter: read at most every throttle.AdapterCacheFor). If the
-// store cannot say, the bucket keeps the ceiling.
-func (p *Pool) effective(ctx context.Context, j *job) {
-	l, _, err := p.adapt.Limit(ctx, j.key, *j.pol.adaptive)
-	if err != nil {
-		j.log.Debug("workers: cannot read the adaptive rate; using the ceiling", "err", err)
-	}
-	j.buckets[0].Limit, j.rate = l, l.Rate
-}
-
 // ticketMark is what a ticket records of the limits it was booked under:
 // the policy's fingerprint, and the adaptive rate if there was one.
 func ticketMark(fp string, rate float64) string {

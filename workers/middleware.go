@@ -166,11 +166,11 @@ func (p *Pool) acquire(ctx context.Context, j *job) error {
 		return p.comeBack(ctx, j, shutdownDelay, time.Time{}, reasonShutdown)
 	}
 	budget := p.budget(ctx, j)
-	if j.pol.adaptive != nil {
-		p.effective(ctx, j)
-	}
 	tctx, span := p.tel.tracer.Start(ctx, "workers.throttle")
 	r, err := p.cfg.Limiter.ReserveAll(tctx, j.buckets, max(p.remaining(j), budget))
+	if err == nil {
+		j.rate = r.AdaptiveRate()
+	}
 	if err != nil {
 		span.RecordError(err)
 		span.End()
@@ -454,7 +454,7 @@ func (p *Pool) upstream(ctx context.Context, j *job, up *UpstreamError) error {
 	// The handler's context may be over; these calls get one of their own.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	if _, err := p.cfg.Limiter.Cooldown(sctx, j.key, j.pol.Limit, d); err != nil {
+	if _, err := p.cfg.Limiter.Cooldown(sctx, j.key, j.buckets[0].Limit, d); err != nil {
 		j.log.Debug("workers: limiter store unavailable; cannot put the bucket in cooldown", "err", err)
 	} else {
 		p.cooledDown(ctx, j.rt)
@@ -472,6 +472,7 @@ func (p *Pool) upstream(ctx context.Context, j *job, up *UpstreamError) error {
 		j.log.Debug("workers: limiter store unavailable; sending the job back without a turn", "err", err)
 		return p.comeBack(ctx, j, d, time.Time{}, reasonUpstream)
 	}
+	j.rate = r.AdaptiveRate()
 	return p.sendBackWith(ctx, j, r, reasonUpstream)
 }
 

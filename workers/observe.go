@@ -60,17 +60,13 @@ func (p *Pool) applyNote(ctx context.Context, j *job) {
 		p.adaptRefused(ctx, j)
 	}
 	if q.Exhausted && q.Reset > 0 {
-		// Held at the effective rate, as the bucket is reserved at it: the
-		// bucket comes out of the hold empty, one turn at the end and then
-		// one per turn of that rate (held at the ceiling, it would come out
-		// with the effective rate's burst in hand, which the spent
-		// upstream has not).
-		l, _, err := p.adapt.Limit(context.WithoutCancel(ctx), j.key, *a)
-		if err != nil {
-			l = a.Ceiling
-		}
+		// Held at the effective rate (the Adaptive policy: the store reads
+		// it), as the bucket is reserved at it: the bucket comes out of the
+		// hold empty, one turn at the end and then one per turn of that
+		// rate (held at the ceiling, it would come out with the effective
+		// rate's burst in hand, which the spent upstream has not).
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-		_, err = p.cfg.Limiter.Cooldown(sctx, j.key, l, exhaustedHold(q))
+		_, err := p.cfg.Limiter.Cooldown(sctx, j.key, *a, exhaustedHold(q))
 		cancel()
 		if err != nil {
 			j.log.Debug("workers: cannot hold the bucket for the announced reset", "err", err)

@@ -265,15 +265,19 @@ func (p *policy) buckets(t *asynq.Task, m queue.Meta) ([]throttle.Bucket, string
 	if m.Cost > 0 {
 		n = m.Cost
 	}
+	var lim throttle.Policy = p.Limit
+	if p.adaptive != nil {
+		lim = *p.adaptive // taken at the fleet's effective rate, read by the same call
+	}
 	if p.global == nil {
-		return []throttle.Bucket{{Key: key, Limit: p.Limit, N: n}}, key, nil
+		return []throttle.Bucket{{Key: key, Limit: lim, N: n}}, key, nil
 	}
 	own := ownKey(p.Name, key, true)
 	if len(own) > throttle.MaxKeyLen {
 		return nil, "", fmt.Errorf("%w: policy %q: key is %d bytes, more than %d", ErrKey, p.Name, len(key), throttle.MaxKeyLen-len(own)+len(key))
 	}
 	bs := []throttle.Bucket{
-		{Key: own, Limit: p.Limit, N: n},
+		{Key: own, Limit: lim, N: n},
 		{Key: ownKey(p.Name, globalName, true), Limit: p.global, N: n},
 	}
 	if p.Fair {

@@ -93,14 +93,13 @@ func (t *Transport) adaptive() *throttle.Adapter {
 	return ad.(*throttle.Adapter)
 }
 
-// limitFor is the policy bucket key takes tokens under now: Limit, or with
-// Adapt the fleet's effective limit.
-func (t *Transport) limitFor(ctx context.Context, key string) throttle.Policy {
+// policy is what a bucket takes tokens under: Limit, or with Adapt the
+// adaptive bucket, which the store takes at the fleet's effective rate.
+func (t *Transport) policy() throttle.Policy {
 	if t.Adapt == nil {
 		return t.Limit
 	}
-	l, _, _ := t.adaptive().Limit(ctx, key, *t.Adapt) // the ceiling if the store cannot say
-	return l
+	return *t.Adapt
 }
 
 // observe reports an answer to an adaptive bucket: its refusal or success,
@@ -247,7 +246,7 @@ func (t *Transport) acquire(ctx context.Context, key string) error {
 		if hasDeadline {
 			maxWait = max(0, time.Until(dl))
 		}
-		r, err := t.Limiter.Reserve(ctx, key, t.limitFor(ctx, key), 1, maxWait)
+		r, err := t.Limiter.Reserve(ctx, key, t.policy(), 1, maxWait)
 		if err != nil {
 			return err
 		}
@@ -305,11 +304,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 func (t *Transport) cooldown(ctx context.Context, key string, d time.Duration) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cooldownTimeout)
 	defer cancel()
-	var pol throttle.Policy = t.Limit
-	if t.Adapt != nil {
-		pol = t.Adapt.Ceiling
-	}
-	_, err := t.Limiter.Cooldown(cctx, key, pol, d)
+	_, err := t.Limiter.Cooldown(cctx, key, t.policy(), d)
 	if t.OnCooldown != nil {
 		t.OnCooldown(key, d, err)
 	}

@@ -1,7 +1,7 @@
 -- cooldown.lua: grant nothing from a bucket before now + d, then resume at
 -- its policy's pace (after prelude.lua, holes.lua and the policy's module).
 --
--- KEYS      the bucket's three keys (prelude.lua)
+-- KEYS      the bucket's four keys (prelude.lua)
 -- ARGV[1]   now in µs, or "" to read Redis TIME
 -- ARGV[2]   d, the cooldown in µs (> 0)
 -- ARGV[3..7] the bucket: kind, n (unused), a1, a2, a3

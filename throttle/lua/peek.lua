@@ -1,7 +1,7 @@
 -- peek.lua: a bucket's state, taking nothing (after prelude.lua, holes.lua
 -- and the policy's module).
 --
--- KEYS      the bucket's three keys (prelude.lua)
+-- KEYS      the bucket's four keys (prelude.lua)
 -- ARGV[1]   now in µs, or "" to read Redis TIME
 -- ARGV[2..6] the bucket: kind, n (the request to look at), a1, a2, a3
 --

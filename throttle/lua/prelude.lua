@@ -2,10 +2,12 @@
 -- bucketScript): the tables the policy modules fill, how a call's buckets are
 -- read from KEYS and ARGV, and integer helpers.
 --
--- A call names k buckets. Bucket i has three keys, all in one hash slot:
---   KEYS[3i-2]  its state (the policy module's layout)
---   KEYS[3i-1]  its holes: cancelled turns offered to later callers (holes.lua)
---   KEYS[3i]    its cooldown marker: the cooldown's end in µs, kept until then
+-- A call names k buckets. Bucket i has four keys, all in one hash slot:
+--   KEYS[4i-3]  its state (the policy module's layout)
+--   KEYS[4i-2]  its holes: cancelled turns offered to later callers (holes.lua)
+--   KEYS[4i-1]  its cooldown marker: the cooldown's end in µs, kept until then
+--   KEYS[4i]    its effective rate, for an adaptive token bucket (adapt.lua;
+--               read by tb.lua); any other bucket repeats its state key here
 -- and five arguments from ARGV[base + 5(i-1)]: kind, n, a1, a2, a3 (the
 -- policy's parameters as its module reads them; unused ones are 0).
 --
@@ -19,7 +21,7 @@ local H = {} -- holes (holes.lua)
 local function bucket(i, base)
   local a = base + 5 * (i - 1)
   return {
-    key = KEYS[3 * i - 2], hkey = KEYS[3 * i - 1], mkey = KEYS[3 * i],
+    key = KEYS[4 * i - 3], hkey = KEYS[4 * i - 2], mkey = KEYS[4 * i - 1], akey = KEYS[4 * i],
     kind = ARGV[a], n = tonumber(ARGV[a + 1]),
     a1 = tonumber(ARGV[a + 2]), a2 = tonumber(ARGV[a + 3]), a3 = tonumber(ARGV[a + 4]),
   }

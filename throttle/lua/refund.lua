@@ -1,7 +1,7 @@
 -- refund.lua: give a cancelled reservation's turn back, at most once (after
 -- prelude.lua, holes.lua and the modules of the call's policies).
 --
--- KEYS      three per bucket (prelude.lua), then the reservation's refund
+-- KEYS      four per bucket (prelude.lua), then the reservation's refund
 --           marker (same hash slot): its presence means "already refunded"
 -- ARGV[1]   now in µs, or "" to read Redis TIME
 -- ARGV[2]   the reservation's slot: the time (µs) at which it may act
@@ -20,7 +20,7 @@ local slot = tonumber(ARGV[2])
 if now >= slot then return 0 end
 if not redis.call("SET", KEYS[#KEYS], "1", "NX", "PX", ms(slot - now) + 1000) then return 0 end
 
-local k = (#KEYS - 1) / 3
+local k = (#KEYS - 1) / 4
 for i = 1, k do
   local b = bucket(i, 4)
   local handle = tonumber(ARGV[3 + 5 * k + i])

@@ -2,7 +2,7 @@
 -- earliest time every bucket can grant it (after prelude.lua, holes.lua and
 -- the modules of the call's policies).
 --
--- KEYS     three per bucket (prelude.lua); all in one hash slot
+-- KEYS     four per bucket (prelude.lua); all in one hash slot
 -- ARGV[1]  now in µs, or "" to read Redis TIME (tests pass an explicit now)
 -- ARGV[2]  the longest wait in µs the caller accepts; "-1" means no bound
 -- ARGV[3..] five per bucket: kind, n, a1, a2, a3
@@ -25,7 +25,7 @@
 -- own RetryAfter.
 
 local maxwait = tonumber(ARGV[2])
-local k = math.floor(#KEYS / 3)
+local k = math.floor(#KEYS / 4)
 local bs = {}
 for i = 1, k do
   local b = bucket(i, 3)
@@ -40,6 +40,12 @@ local over = shareover()
 if over then
   local reply = {2, over, 0, 0, now}
   for i = 1, k do reply[5 + i] = 0 end
+  for _, b in ipairs(bs) do
+    if b.adaptive then
+      reply[#reply + 1] = b.a1
+      reply[#reply + 1] = b.a2
+    end
+  end
   return reply
 end
 
@@ -86,4 +92,10 @@ for _, b in ipairs(bs) do
 end
 local reply = {granted, wait, remaining, reset, now}
 for i, b in ipairs(bs) do reply[5 + i] = b.handle or 0 end
+for _, b in ipairs(bs) do
+  if b.adaptive then
+    reply[#reply + 1] = b.a1
+    reply[#reply + 1] = b.a2
+  end
+end
 return reply

@@ -3,8 +3,8 @@
 --
 -- A call with a share has two keys after its buckets' and five arguments
 -- after theirs:
---   KEYS[3k+1]  sorted set: tenant → its tag, µs (its virtual clock)
---   KEYS[3k+2]  hash: "w:"..tenant → weight, "d:"..tenant → the tenant's next
+--   KEYS[4k+1]  sorted set: tenant → its tag, µs (its virtual clock)
+--   KEYS[4k+2]  hash: "w:"..tenant → weight, "d:"..tenant → the tenant's next
 --               come-back place (µs), "W" → the sum of the weights in the
 --               set, "e" → when both keys expire (µs)
 --   ARGV        tenant, weight, horizon µs, T (µs per token of the shared
@@ -22,10 +22,10 @@
 local S = nil
 
 local function shareload(k)
-  if #KEYS % 3 ~= 2 then return end
+  if #KEYS % 4 ~= 2 then return end
   local a = 3 + 5 * k
   S = {
-    zkey = KEYS[3 * k + 1], hkey = KEYS[3 * k + 2],
+    zkey = KEYS[4 * k + 1], hkey = KEYS[4 * k + 2],
     tenant = ARGV[a], w = tonumber(ARGV[a + 1]), horizon = tonumber(ARGV[a + 2]),
     t = tonumber(ARGV[a + 3]), n = tonumber(ARGV[a + 4]),
   }
