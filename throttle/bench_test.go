@@ -105,3 +105,22 @@ func BenchmarkPolicyTryAcquire(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRedisAcquireHot is 64 goroutines in Acquire on one bucket of
+// 400 k/s burst 4000 through one Limiter: the calls coalesce (coalesce.go).
+func BenchmarkRedisAcquireHot(b *testing.B) {
+	rdb := redistest.Shared(b).Client(b)
+	lim := NewLimiter(NewRedisStore(rdb), WithKeyPrefix(redistest.Prefix(b)))
+	hot := Limit{Rate: 400_000, Period: time.Second, Burst: 4000}
+	ctx := context.Background()
+	b.SetParallelism(64 / max(1, runtime.GOMAXPROCS(0)))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := lim.Acquire(ctx, "hot", hot, 1); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

@@ -39,6 +39,14 @@ func newFBStore(clk Clock) *fbStore {
 
 var errConnRefused = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 
+func (s *fbStore) reserveBatch(ctx context.Context, reqs []request) ([]decision, error) {
+	s.reserves.Add(1)
+	if s.down.Load() {
+		return nil, &StoreError{Op: "reserve", Err: errConnRefused}
+	}
+	return s.mem.reserveBatch(ctx, reqs)
+}
+
 func (s *fbStore) reserve(ctx context.Context, req request) (decision, error) {
 	s.reserves.Add(1)
 	if s.holdNext.CompareAndSwap(true, false) {

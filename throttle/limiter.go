@@ -18,9 +18,10 @@ type Limiter struct {
 	store Store
 	cfg   config
 	tel   *telemetry
-	fb    *fallback // FailLocal's mode and local bucket; nil under other policies
-	hl    *health   // the store's health under FailClosed and FailOpen; nil under FailLocal
-	err   error     // configuration error, returned by every call
+	fb    *fallback  // FailLocal's mode and local bucket; nil under other policies
+	hl    *health    // the store's health under FailClosed and FailOpen; nil under FailLocal
+	err   error      // configuration error, returned by every call
+	co    *coalescer // the lines of calls sharing round trips (coalesce.go); nil: none
 }
 
 // NewLimiter returns a Limiter over store.
@@ -37,6 +38,9 @@ func NewLimiter(store Store, opts ...Option) *Limiter {
 		l.fb, l.err = newFallback(c, l.tel)
 	} else {
 		l.hl = newHealth(c)
+	}
+	if _, ok := store.(*RedisStore); ok && !c.noCoalescing {
+		l.co = newCoalescer()
 	}
 	return l
 }
@@ -298,6 +302,16 @@ func (l *Limiter) reserve(ctx context.Context, req request) (*Reservation, error
 // from the decision: l, or for a local decision the Limiter over the local
 // store, in which case *req has become the request that store answered.
 func (l *Limiter) decide(ctx context.Context, req *request) (decision, *Limiter, error) {
+	if l.co != nil {
+		if sh, ok := shapeOf(req); ok {
+			return l.co.decide(ctx, l, sh, req)
+		}
+	}
+	return l.decideOne(ctx, req)
+}
+
+// decideOne is decide in a store call of its own.
+func (l *Limiter) decideOne(ctx context.Context, req *request) (decision, *Limiter, error) {
 	var d decision
 	v, local, cause, err := l.storeCall(ctx, "reserve", func() (err error) {
 		d, err = l.store.reserve(ctx, *req)
@@ -308,7 +322,14 @@ func (l *Limiter) decide(ctx context.Context, req *request) (decision, *Limiter,
 		return l.fb.decide(ctx, req, cause)
 	case err == nil:
 		return d, l, nil
-	case v == failed && l.cfg.failure == FailOpen:
+	}
+	return l.storeFailed(ctx, req, v, err)
+}
+
+// storeFailed is decide's answer when the store failed to decide req with
+// err (verdict v): a grant under FailOpen, else the error.
+func (l *Limiter) storeFailed(ctx context.Context, req *request, v verdict, err error) (decision, *Limiter, error) {
+	if v == failed && l.cfg.failure == FailOpen {
 		l.tel.failOpen.Add(ctx, 1)
 		l.tel.outcome(ctx, req.one.Key, outFailOpen)
 		return decision{granted: true}, l, nil

@@ -174,6 +174,15 @@ func (m *MemoryStore) reserve(_ context.Context, req request) (decision, error) 
 	return m.decide(req), nil
 }
 
+// reserveBatch decides reqs one after the other, as lua/reserve_batch.lua.
+func (m *MemoryStore) reserveBatch(_ context.Context, reqs []request) ([]decision, error) {
+	ds := make([]decision, len(reqs))
+	for i := range reqs {
+		ds[i] = m.decide(reqs[i])
+	}
+	return ds, nil
+}
+
 // decide is reserve, which on a MemoryStore never fails.
 func (m *MemoryStore) decide(req request) decision {
 	m.mu.Lock()

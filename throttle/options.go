@@ -18,6 +18,7 @@ type config struct {
 	failure        FailurePolicy
 	refundTimeout  time.Duration
 	label          func(key string) string
+	noCoalescing   bool
 
 	// FailLocal (see fallback.go)
 	hosts         Hosts
@@ -49,6 +50,15 @@ func newConfig(opts []Option) config {
 // may not contain '{' or '}'; an invalid one makes every call fail with ErrInvalid.
 func WithKeyPrefix(prefix string) Option {
 	return func(c *config) { c.prefix = prefix }
+}
+
+// WithoutCoalescing makes every call of the Limiter a store call of its own.
+// By default, calls to a RedisStore that take the same buckets (same keys,
+// policies and n, no Share) while one of them is out share round trips:
+// the calls queued behind it go together in one script call, each decided
+// as if alone (see docs/benchmarks.md). A MemoryStore never coalesces.
+func WithoutCoalescing() Option {
+	return func(c *config) { c.noCoalescing = true }
 }
 
 // WithMeterProvider sets where metrics go (default: the global MeterProvider).

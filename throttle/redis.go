@@ -127,6 +127,43 @@ func (s *RedisStore) reserve(ctx context.Context, req request) (decision, error)
 	return d, nil
 }
 
+// reserveBatch is reserve for calls of one shape: the buckets (and so the
+// keys and arguments) of reqs[0], each call's own longest wait, one script
+// call (lua/reserve_batch.lua).
+func (s *RedisStore) reserveBatch(ctx context.Context, reqs []request) ([]decision, error) {
+	req := reqs[0]
+	n, m := req.len(), len(reqs)
+	keys := make([]string, 0, 4*n)
+	args := make([]any, 2+m, 2+m+5*n)
+	args[0], args[1] = s.now(), m
+	for i := range reqs {
+		args[2+i] = reqs[i].maxWait
+	}
+	for i := 0; i < n; i++ {
+		keys = bucketKeys(keys, req.prefix, req.at(i))
+		args = bucketArgs(args, req.at(i))
+	}
+	v, err := bucketScripts[scriptBatch][req.kind()].Run(ctx, s.rdb, keys, args...).Result()
+	if err != nil {
+		return nil, s.fail("reserve", err)
+	}
+	a, ok := v.([]any)
+	per := 5 + n
+	if req.adapt != 0 {
+		per += 2
+	}
+	if !ok || len(a) != per*m {
+		return nil, storeErr("reserve", fmt.Errorf("bad batch reply of %d fields for %d calls", len(a), m))
+	}
+	ds := make([]decision, m)
+	for i := range ds {
+		if ds[i], err = parseDecision(a[i*per:(i+1)*per], n, req.adapt != 0); err != nil {
+			return nil, storeErr("reserve", err)
+		}
+	}
+	return ds, nil
+}
+
 // replyInts is a script's reply of want non-negative integers.
 func replyInts(v any, want int) ([]int64, error) {
 	a, ok := v.([]any)

@@ -38,6 +38,10 @@ var (
 	shareLua string
 	//go:embed lua/reserve.lua
 	reserveLua string
+	//go:embed lua/reserve_one.lua
+	reserveOneLua string
+	//go:embed lua/reserve_batch.lua
+	reserveBatchLua string
 	//go:embed lua/refund.lua
 	refundLua string
 	//go:embed lua/cooldown.lua
@@ -58,6 +62,7 @@ type scriptOp int
 
 const (
 	scriptReserve scriptOp = iota
+	scriptBatch            // many reserve calls of one shape (coalesce.go)
 	scriptRefund
 	scriptCooldown
 	scriptPeek
@@ -77,7 +82,13 @@ var bucketScripts = func() (s [numScriptOps][numKinds + 1]*redis.Script) {
 		kindSW: swLua,
 	}
 	all := tatLua + tbLua + lbLua + fwLua + slLua + swLua
-	mains := [numScriptOps]string{scriptReserve: shareLua + "\n" + reserveLua, scriptRefund: refundLua, scriptCooldown: cooldownLua, scriptPeek: peekLua}
+	mains := [numScriptOps]string{
+		scriptReserve:  shareLua + "\n" + reserveLua + "\n" + reserveOneLua,
+		scriptBatch:    shareLua + "\n" + reserveLua + "\n" + reserveBatchLua,
+		scriptRefund:   refundLua,
+		scriptCooldown: cooldownLua,
+		scriptPeek:     peekLua,
+	}
 	for o, main := range mains {
 		for k := range modules {
 			s[o][k] = bucketScript(modules[k], main)

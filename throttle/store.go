@@ -11,6 +11,9 @@ import (
 type Store interface {
 	// reserve takes n from every bucket of req, or from none (see lua/reserve.lua).
 	reserve(ctx context.Context, req request) (decision, error)
+	// reserveBatch is reserve for calls of one shape (coalesce.go), decided
+	// one after the other in one store call.
+	reserveBatch(ctx context.Context, reqs []request) ([]decision, error)
 	// refund gives a cancelled reservation's turn back, at most once (lua/refund.lua).
 	refund(ctx context.Context, req request, d decision, id string) (bool, error)
 	// cooldown grants nothing from the bucket for d, then resumes at its pace.

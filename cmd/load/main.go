@@ -38,6 +38,19 @@ type config struct {
 	burst    int
 	tryers   int
 	tryFor   time.Duration
+
+	hotWorkers int
+	hotFor     time.Duration
+	hotRate    float64
+	hotBurst   int
+	costFor    time.Duration
+	only       string // one group of figures: basic, hot or cost; "" all
+
+	// A child of the hot-key experiments (hot.go): its experiment, start
+	// (Unix ns) and key prefix.
+	child       string
+	childStart  int64
+	childPrefix string
 }
 
 // parseFlags reads and checks args: flag.ErrHelp for --help, cli.ErrVersion
@@ -57,6 +70,15 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.burst, "burst", 20, "")
 	fs.IntVar(&c.tryers, "tryers", 32, "")
 	fs.DurationVar(&c.tryFor, "try-duration", 3*time.Second, "")
+	fs.IntVar(&c.hotWorkers, "hot-workers", 64, "")
+	fs.DurationVar(&c.hotFor, "hot-duration", 5*time.Second, "")
+	fs.Float64Var(&c.hotRate, "hot-rate", 400_000, "")
+	fs.IntVar(&c.hotBurst, "hot-burst", 4000, "")
+	fs.DurationVar(&c.costFor, "cost-duration", 2*time.Second, "")
+	fs.StringVar(&c.only, "only", "", "")
+	fs.StringVar(&c.child, "child", "", "")
+	fs.Int64Var(&c.childStart, "child-start", 0, "")
+	fs.StringVar(&c.childPrefix, "child-prefix", "", "")
 	fs.BoolVar(&version, "version", false, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -87,6 +109,18 @@ func parseFlags(args []string) (config, error) {
 		return config{}, cli.Usagef("--tryers %d must be at least 1", c.tryers)
 	case c.tryFor <= 0:
 		return config{}, cli.Usagef("--try-duration %v must be positive", c.tryFor)
+	case c.hotWorkers < 1:
+		return config{}, cli.Usagef("--hot-workers %d must be at least 1", c.hotWorkers)
+	case c.hotFor < 100*time.Millisecond:
+		return config{}, cli.Usagef("--hot-duration %v must be at least 100ms", c.hotFor)
+	case !(c.hotRate > 0) || c.hotRate > 1e6:
+		return config{}, cli.Usagef("--hot-rate %g must be positive and at most 1000000", c.hotRate)
+	case c.hotBurst < 1:
+		return config{}, cli.Usagef("--hot-burst %d must be at least 1", c.hotBurst)
+	case c.only != "" && c.only != "basic" && c.only != "hot" && c.only != "cost":
+		return config{}, cli.Usagef("--only %q: want basic, hot or cost", c.only)
+	case c.costFor <= 0:
+		return config{}, cli.Usagef("--cost-duration %v must be positive", c.costFor)
 	}
 	if !set["redis"] {
 		c.redisURL = os.Getenv("REDIS_URL")
@@ -107,7 +141,10 @@ const usage = `Usage: load [flags]
 Measures sluice's throttle against a real Redis and prints each figure beside
 a reference measured in the same run (see docs/benchmarks.md): round trips per
 grant, tokens granted against Burst + Rate*T, fairness, lateness, TryAcquire
-throughput against a trivial EVALSHA, the memory store, an idle bucket's size.
+throughput against a trivial EVALSHA, the memory store, an idle bucket's size;
+one hot key from two processes (this one and a copy of itself) against the raw
+one-key EVALSHA ceiling and go-redis/redis_rate; the server's CPU per decision
+of each policy against redis_rate's (INFO commandstats).
 
 Flags:
   --redis URL            Redis to measure against (default $REDIS_URL; if neither,
@@ -118,6 +155,13 @@ Flags:
   --burst N              bucket burst (default 20)
   --tryers N             goroutines in the TryAcquire throughput experiment (default 32)
   --try-duration D       how long each throughput experiment runs (default 3s)
+  --hot-workers N        goroutines per process on the hot key (default 64)
+  --hot-duration D       how long each hot-key experiment runs (default 5s)
+  --hot-rate R           the hot key's rate per second (default 400000)
+  --hot-burst N          the hot key's burst (default 4000)
+  --cost-duration D      how long each server-cost run lasts (default 2s)
+  --only GROUP           measure one group of figures: basic, hot or cost
+                         (default: all three)
   --version              print the version and exit
 
 Environment:
@@ -137,7 +181,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 
-	opt, stopServer, err := redisOptions(c.redisURL, stderr)
+	if c.child != "" {
+		return runChild(ctx, c, stdout)
+	}
+	opt, url, stopServer, err := redisOptions(c.redisURL, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "load:", err)
 		return 1
@@ -155,7 +202,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
-	rep, err := measure(ctx, c, rdb, counter, stderr)
+	rep := &report{}
+	if c.only == "" || c.only == "basic" {
+		rep, err = measure(ctx, c, rdb, counter, stderr)
+	}
+	if err == nil && (c.only == "" || c.only == "hot") {
+		rep.hot, err = hot(ctx, c, url, stderr)
+	}
+	if err == nil && (c.only == "" || c.only == "cost") {
+		rep.cost, rep.costPeer, err = serverCost(ctx, c, rdb, c.costFor, stderr)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "load:", err)
 		return 1
@@ -164,31 +220,32 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// redisOptions parses url, or starts a redis-server when url is empty.
-func redisOptions(url string, stderr io.Writer) (*redis.Options, func(), error) {
+// redisOptions parses url, or starts a redis-server when url is empty; it
+// returns the URL it used too.
+func redisOptions(url string, stderr io.Writer) (*redis.Options, string, func(), error) {
 	if url == "" {
 		srv, err := redistest.Launch()
 		if err != nil {
-			return nil, nil, fmt.Errorf("no --redis or REDIS_URL, and starting redis-server failed: %w", err)
+			return nil, "", nil, fmt.Errorf("no --redis or REDIS_URL, and starting redis-server failed: %w", err)
 		}
 		fmt.Fprintf(stderr, "load: started redis-server on %s\n", srv.Addr())
 		url = srv.URL()
 		opt, err := redis.ParseURL(url)
 		if err != nil {
 			srv.Stop()
-			return nil, nil, err
+			return nil, "", nil, err
 		}
 		opt.ContextTimeoutEnabled = true
 		opt.PoolSize = 128
-		return opt, srv.Stop, nil
+		return opt, url, srv.Stop, nil
 	}
 	opt, err := redis.ParseURL(url)
 	if err != nil {
-		return nil, nil, fmt.Errorf("bad --redis %q: %w", redact(url), err)
+		return nil, "", nil, fmt.Errorf("bad --redis %q: %w", redact(url), err)
 	}
 	opt.ContextTimeoutEnabled = true
 	opt.PoolSize = 128
-	return opt, func() {}, nil
+	return opt, url, func() {}, nil
 }
 
 func redact(url string) string {
@@ -203,19 +260,39 @@ func redact(url string) string {
 func (r *report) print(w io.Writer, c config) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "figure\tsluice\treference (same run)\ttarget\t\n")
-	fmt.Fprintf(tw, "round trips per grant (%d goroutines, %g/s burst %d)\t%.3f\t%.1f (Allow, sleep RetryAfter, retry)\t<= 1.02\t%s\n",
-		c.workers, c.rate, c.burst, r.rtPerGrant, r.refRTPerGrant, verdict(r.rtPerGrant <= 1.02))
-	fmt.Fprintf(tw, "tokens granted over %v vs Burst + Rate*T\t%.2f%% (%d of %.0f), %d over-grants\t%.2f%%, %d over-grants\t>= 99.5%%, 0 over\t%s\n",
-		c.duration, r.utilisation*100, r.granted, r.allowed, r.overGrants, r.refUtilisation*100, r.refOverGrants, verdict(r.utilisation >= 0.995 && r.overGrants == 0))
-	fmt.Fprintf(tw, "fairness (Jain's index over %d goroutines)\t%.4f\t%.4f\t>= 0.99\t%s\n", c.workers, r.jain, r.refJain, verdict(r.jain >= 0.99))
-	fmt.Fprintf(tw, "lateness past the slot, p50 / p99 / max\t%v / %v / %v\t-\tp99 <= 2ms\t%s\n",
-		r.lateP50.Round(time.Microsecond), r.lateP99.Round(time.Microsecond), r.lateMax.Round(time.Microsecond), verdict(r.lateP99 <= 2*time.Millisecond))
-	fmt.Fprintf(tw, "TryAcquire throughput, %d goroutines, one key\t%.0f/s\t%.0f/s (trivial EVALSHA), ratio %.3f\t>= 0.95x\t%s\n",
-		c.tryers, r.tryPerSec, r.evalPerSec, r.tryPerSec/r.evalPerSec, verdict(r.tryPerSec/r.evalPerSec >= 0.95))
-	fmt.Fprintf(tw, "memory store TryAcquire, uncontended\t%.1f ns/op, %d allocs/op\t-\t<= 150 ns, 0 allocs\t%s\n",
-		r.memNs, r.memAllocs, verdict(r.memNs <= 150 && r.memAllocs == 0))
-	fmt.Fprintf(tw, "MEMORY USAGE of an idle bucket (%s)\t%d bytes, TTL %v\t-\t<= 100 bytes, TTL set\t%s\n",
-		r.idleKey, r.idleBytes, r.idleTTL.Round(time.Millisecond), verdict(r.idleBytes <= 100 && r.idleTTL > 0))
+	if r.basic {
+		fmt.Fprintf(tw, "round trips per grant (%d goroutines, %g/s burst %d)\t%.3f\t%.1f (Allow, sleep RetryAfter, retry)\t<= 1.02\t%s\n",
+			c.workers, c.rate, c.burst, r.rtPerGrant, r.refRTPerGrant, verdict(r.rtPerGrant <= 1.02))
+		fmt.Fprintf(tw, "tokens granted over %v vs Burst + Rate*T\t%.2f%% (%d of %.0f), %d over-grants\t%.2f%%, %d over-grants\t>= 99.5%%, 0 over\t%s\n",
+			c.duration, r.utilisation*100, r.granted, r.allowed, r.overGrants, r.refUtilisation*100, r.refOverGrants, verdict(r.utilisation >= 0.995 && r.overGrants == 0))
+		fmt.Fprintf(tw, "fairness (Jain's index over %d goroutines)\t%.4f\t%.4f\t>= 0.99\t%s\n", c.workers, r.jain, r.refJain, verdict(r.jain >= 0.99))
+		fmt.Fprintf(tw, "lateness past the slot, p50 / p99 / max\t%v / %v / %v\t-\tp99 <= 2ms\t%s\n",
+			r.lateP50.Round(time.Microsecond), r.lateP99.Round(time.Microsecond), r.lateMax.Round(time.Microsecond), verdict(r.lateP99 <= 2*time.Millisecond))
+		fmt.Fprintf(tw, "TryAcquire throughput, %d goroutines, one key\t%.0f/s\t%.0f/s (trivial EVALSHA), ratio %.3f\t>= 0.95x\t%s\n",
+			c.tryers, r.tryPerSec, r.evalPerSec, r.tryPerSec/r.evalPerSec, verdict(r.tryPerSec/r.evalPerSec >= 0.95))
+		fmt.Fprintf(tw, "memory store TryAcquire, uncontended\t%.1f ns/op, %d allocs/op\t-\t<= 150 ns, 0 allocs\t%s\n",
+			r.memNs, r.memAllocs, verdict(r.memNs <= 150 && r.memAllocs == 0))
+		fmt.Fprintf(tw, "MEMORY USAGE of an idle bucket (%s)\t%d bytes, TTL %v\t-\t<= 100 bytes, TTL set\t%s\n",
+			r.idleKey, r.idleBytes, r.idleTTL.Round(time.Millisecond), verdict(r.idleBytes <= 100 && r.idleTTL > 0))
+	}
+	if eval, ok := r.hot["eval"]; ok {
+		rr, single, co := r.hot["redis_rate"], r.hot["single"], r.hot["coalesced"]
+		hk := fmt.Sprintf("2 processes × %d goroutines, one key, %g/s burst %d", c.hotWorkers, c.hotRate, c.hotBurst)
+		fmt.Fprintf(tw, "hot key: Acquire grants/s (%s)\t%.0f/s, %.1fx the EVALSHA ceiling, %.2fx redis_rate\t%.0f/s raw one-key EVALSHA; redis_rate Allow %.0f/s; uncoalesced Acquire %.0f/s\t>= 3x EVALSHA\t%s\n",
+			hk, co.grantsPerSec, co.grantsPerSec/eval.callsPerSec, co.grantsPerSec/rr.grantsPerSec, eval.callsPerSec, rr.grantsPerSec, single.grantsPerSec, verdict(co.grantsPerSec >= 3*eval.callsPerSec))
+		fmt.Fprintf(tw, "hot key: round trips per grant\t%.4f\t%.3f (redis_rate), %.3f (uncoalesced)\t<= 0.1\t%s\n",
+			co.tripsPerGrant, rr.tripsPerGrant, single.tripsPerGrant, verdict(co.tripsPerGrant <= 0.1))
+		fmt.Fprintf(tw, "hot key: most grants beyond Burst + Rate*t, both processes\t%d\t%d (redis_rate), %d (uncoalesced)\t0\t%s\n",
+			co.over, rr.over, single.over, verdict(co.over <= 0))
+	}
+	for _, row := range r.cost {
+		target, ok := 1.0, row.single <= r.costPeer
+		if row.name == "SlidingLog" || row.name == "SlidingWindow" {
+			target, ok = 1.5, row.single <= 1.5*r.costPeer
+		}
+		fmt.Fprintf(tw, "server µs per decision, %s (TryAcquire, %d goroutines)\t%.2f µs (%.2fx), coalesced %.2f µs\t%.2f µs (redis_rate Allow)\t<= %.1fx\t%s\n",
+			row.name, c.tryers, row.single, row.single/r.costPeer, row.coalesced, r.costPeer, target, verdict(ok))
+	}
 	tw.Flush()
 }
 

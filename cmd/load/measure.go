@@ -17,6 +17,7 @@ import (
 )
 
 type report struct {
+	basic                       bool // the figures of measure are in
 	rtPerGrant, refRTPerGrant   float64
 	granted                     int
 	allowed                     float64
@@ -30,6 +31,9 @@ type report struct {
 	idleKey                     string
 	idleBytes                   int64
 	idleTTL                     time.Duration
+	hot                         map[string]hotFigures // by mode (hot.go)
+	cost                        []costRow             // by policy (servercost.go)
+	costPeer                    float64               // redis_rate's µs per decision
 }
 
 // run of one contention experiment.
@@ -50,7 +54,7 @@ func measure(ctx context.Context, c config, rdb *redis.Client, trips *roundTrips
 	prefix := fmt.Sprintf("sluice-load:%d:", time.Now().UnixNano())
 	lim := throttle.NewLimiter(throttle.NewRedisStore(rdb), throttle.WithKeyPrefix(prefix))
 	limit := throttle.Limit{Rate: c.rate, Period: time.Second, Burst: c.burst}
-	r := &report{}
+	r := &report{basic: true}
 
 	fmt.Fprintf(log, "load: %d goroutines Acquire on one bucket for %v...\n", c.workers, c.duration)
 	got, err := contend(ctx, c, trips, func(ctx context.Context) (time.Duration, error) {

@@ -1,6 +1,7 @@
 -- reserve.lua: take n from every bucket of the call, or from none, at the
 -- earliest time every bucket can grant it (after prelude.lua, holes.lua and
--- the modules of the call's policies).
+-- the modules of the call's policies; before reserve_one.lua, one call, or
+-- reserve_batch.lua, many calls of one shape).
 --
 -- KEYS     four per bucket (prelude.lua); all in one hash slot
 -- ARGV[1]  now in µs, or "" to read Redis TIME (tests pass an explicit now)
@@ -24,22 +25,77 @@
 -- that cannot queue n at all (a full leaky bucket) refuses the call with its
 -- own RetryAfter.
 
-local maxwait = tonumber(ARGV[2])
 local k = math.floor(#KEYS / 4)
-local bs = {}
-for i = 1, k do
-  local b = bucket(i, 3)
-  M[b.kind].load(b)
-  H.load(b)
-  b.e, b.rw = M[b.kind].tail(b, maxwait)
-  bs[i] = b
-end
 
-shareload(k)
-local over = shareover()
-if over then
-  local reply = {2, over, 0, 0, now}
-  for i = 1, k do reply[5 + i] = 0 end
+-- reserve decides one call for maxwait, its buckets' arguments from
+-- ARGV[base], and returns its reply.
+local function reserve(maxwait, base)
+  local bs = {}
+  for i = 1, k do
+    local b = bucket(i, base)
+    M[b.kind].load(b)
+    H.load(b)
+    b.e, b.rw = M[b.kind].tail(b, maxwait)
+    bs[i] = b
+  end
+
+  shareload(k)
+  local over = shareover()
+  if over then
+    local reply = {2, over, 0, 0, now}
+    for i = 1, k do reply[5 + i] = 0 end
+    for _, b in ipairs(bs) do
+      if b.adaptive then
+        reply[#reply + 1] = b.a1
+        reply[#reply + 1] = b.a2
+      end
+    end
+    return reply
+  end
+
+  local s, refused = now, nil
+  repeat
+    local moved = false
+    for _, b in ipairs(bs) do
+      local x = H.best(b, s)
+      if b.e then
+        local t = b.e
+        if t < s then t = s end
+        if x == nil or t < x then x = t end
+      end
+      if x == nil then
+        if refused == nil or b.rw > refused then refused = b.rw end
+      elseif x > s then
+        s, moved = x, true
+      end
+    end
+  until not moved or refused
+
+  local granted, wait = 0, s - now
+  if refused then
+    wait = refused
+  elseif maxwait < 0 or wait <= maxwait then
+    granted = 1
+    for _, b in ipairs(bs) do
+      local x, h = H.best(b, s)
+      if x == s then
+        H.take(b, h)
+        b.handle = 0
+      else
+        b.handle = M[b.kind].commit(b, s)
+      end
+    end
+    sharecommit()
+  end
+
+  local remaining, reset = nil, 0
+  for _, b in ipairs(bs) do
+    local r, z = M[b.kind].figures(b)
+    if remaining == nil or r < remaining then remaining = r end
+    if z > reset then reset = z end
+  end
+  local reply = {granted, wait, remaining, reset, now}
+  for i, b in ipairs(bs) do reply[5 + i] = b.handle or 0 end
   for _, b in ipairs(bs) do
     if b.adaptive then
       reply[#reply + 1] = b.a1
@@ -48,54 +104,3 @@ if over then
   end
   return reply
 end
-
-local s, refused = now, nil
-repeat
-  local moved = false
-  for _, b in ipairs(bs) do
-    local x = H.best(b, s)
-    if b.e then
-      local t = b.e
-      if t < s then t = s end
-      if x == nil or t < x then x = t end
-    end
-    if x == nil then
-      if refused == nil or b.rw > refused then refused = b.rw end
-    elseif x > s then
-      s, moved = x, true
-    end
-  end
-until not moved or refused
-
-local granted, wait = 0, s - now
-if refused then
-  wait = refused
-elseif maxwait < 0 or wait <= maxwait then
-  granted = 1
-  for _, b in ipairs(bs) do
-    local x, h = H.best(b, s)
-    if x == s then
-      H.take(b, h)
-      b.handle = 0
-    else
-      b.handle = M[b.kind].commit(b, s)
-    end
-  end
-  sharecommit()
-end
-
-local remaining, reset = nil, 0
-for _, b in ipairs(bs) do
-  local r, z = M[b.kind].figures(b)
-  if remaining == nil or r < remaining then remaining = r end
-  if z > reset then reset = z end
-end
-local reply = {granted, wait, remaining, reset, now}
-for i, b in ipairs(bs) do reply[5 + i] = b.handle or 0 end
-for _, b in ipairs(bs) do
-  if b.adaptive then
-    reply[#reply + 1] = b.a1
-    reply[#reply + 1] = b.a2
-  end
-end
-return reply

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// costRow is the Redis server's CPU per decision of one policy, read from
+// INFO commandstats (the usec of EVALSHA and EVAL) over a run of TryAcquire
+// calls from c.tryers goroutines: each call a store call of its own
+// (single), and as the Limiter runs by default (coalesced).
+type costRow struct {
+	name              string
+	single, coalesced float64 // µs of server time per decision
+}
+
+// costPolicies are the policies measured, with limits that let most calls
+// through at the rates one Redis serves here.
+var costPolicies = []struct {
+	name string
+	p    throttle.Policy
+}{
+	{"Limit", throttle.Limit{Rate: 1e6, Period: time.Second, Burst: 1 << 20}},
+	{"FixedWindow", throttle.FixedWindow{Max: 1 << 20, Window: time.Second}},
+	{"LeakyBucket", throttle.LeakyBucket{Rate: 1e6, Period: time.Second, Capacity: 1 << 20}},
+	{"SlidingWindow", throttle.SlidingWindow{Max: 1 << 20, Window: time.Second, Slots: 10}},
+	{"SlidingLog", throttle.SlidingLog{Max: 10_000, Window: 50 * time.Millisecond}},
+}
+
+// serverCost measures every policy, then redis_rate's Allow at the token
+// bucket's limit, for d each.
+func serverCost(ctx context.Context, c config, rdb *redis.Client, d time.Duration, log io.Writer) (rows []costRow, peer float64, err error) {
+	prefix := fmt.Sprintf("sluice-cost:%d:", time.Now().UnixNano())
+	for _, pp := range costPolicies {
+		fmt.Fprintf(log, "load: server cost per decision, %s, %v twice...\n", pp.name, d)
+		row := costRow{name: pp.name}
+		for _, coalesce := range []bool{false, true} {
+			opts := []throttle.Option{throttle.WithKeyPrefix(prefix + strconv.FormatBool(coalesce) + ":")}
+			if !coalesce {
+				opts = append(opts, throttle.WithoutCoalescing())
+			}
+			lim := throttle.NewLimiter(throttle.NewRedisStore(rdb), opts...)
+			us, err := perDecision(ctx, c, rdb, d, func(ctx context.Context) error {
+				_, err := lim.TryAcquire(ctx, pp.name, pp.p, 1)
+				return err
+			})
+			if err != nil {
+				return nil, 0, fmt.Errorf("server cost, %s: %w", pp.name, err)
+			}
+			if coalesce {
+				row.coalesced = us
+			} else {
+				row.single = us
+			}
+		}
+		rows = append(rows, row)
+	}
+	fmt.Fprintf(log, "load: server cost per decision, redis_rate Allow, %v...\n", d)
+	rl := redis_rate.NewLimiter(rdb)
+	rlim := redis_rate.Limit{Rate: 1_000_000, Burst: 1 << 20, Period: time.Second}
+	peer, err = perDecision(ctx, c, rdb, d, func(ctx context.Context) error {
+		_, err := rl.Allow(ctx, prefix+"redis_rate", rlim)
+		return err
+	})
+	return rows, peer, err
+}
+
+// perDecision runs call from c.tryers goroutines for d and returns the
+// server's µs of script time per call, from INFO commandstats.
+func perDecision(ctx context.Context, c config, rdb *redis.Client, d time.Duration, call func(context.Context) error) (float64, error) {
+	if err := call(ctx); err != nil { // the script loaded, the key made
+		return 0, err
+	}
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		return 0, err
+	}
+	calls, err := count(ctx, c.tryers, d, call)
+	if err != nil {
+		return 0, err
+	}
+	usec, err := scriptUsec(ctx, rdb)
+	if err != nil {
+		return 0, err
+	}
+	if calls == 0 {
+		return 0, fmt.Errorf("no calls in %v", d)
+	}
+	return usec / float64(calls), nil
+}
+
+// count runs call from workers goroutines for d and returns how many calls
+// completed, those that ended after d included.
+func count(ctx context.Context, workers int, d time.Duration, call func(context.Context) error) (int64, error) {
+	var n atomic.Int64
+	var stop atomic.Bool
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				if err := call(ctx); err != nil {
+					mu.Lock()
+					first = err
+					mu.Unlock()
+					stop.Store(true)
+					return
+				}
+				n.Add(1)
+			}
+		}()
+	}
+	time.Sleep(d)
+	stop.Store(true)
+	wg.Wait()
+	return n.Load(), first
+}
+
+// scriptUsec is the server time spent in EVALSHA and EVAL since the last
+// CONFIG RESETSTAT, in µs.
+func scriptUsec(ctx context.Context, rdb *redis.Client) (float64, error) {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, err
+	}
+	var usec float64
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
+			continue
+		}
+		_, fields, _ := strings.Cut(line, ":")
+		for _, f := range strings.Split(fields, ",") {
+			if v, ok := strings.CutPrefix(f, "usec="); ok {
+				x, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					return 0, fmt.Errorf("commandstats %q: %w", line, err)
+				}
+				usec += x
+			}
+		}
+	}
+	return usec, nil
+}
