@@ -35,7 +35,7 @@ type memAdapt struct {
 	exp int64 // µs
 }
 
-func (m *MemoryStore) adapt(_ context.Context, prefix, key string, o adaptOp) (AdaptState, error) {
+func (m *memShard) adapt(_ context.Context, prefix, key string, o adaptOp) (AdaptState, error) {
 	now := m.nowMicros()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -63,7 +63,7 @@ func (m *MemoryStore) adapt(_ context.Context, prefix, key string, o adaptOp) (A
 // effective is bucket name's effective rate for a reserve at now, as
 // lua/tb.lua reads it: 0 (the ceiling) when none is kept or it is the
 // ceiling. m.mu is held.
-func (m *MemoryStore) effective(prefix, name string, now int64) float64 {
+func (m *memShard) effective(prefix, name string, now int64) float64 {
 	e := m.adapts[memKey{prefix: prefix, name: name}]
 	if e == nil || e.exp <= now || e.st.why == adaptCeiling {
 		return 0
@@ -73,7 +73,7 @@ func (m *MemoryStore) effective(prefix, name string, now int64) float64 {
 
 // sweepAdapts forgets up to two expired adaptive states: amortised cleanup,
 // run when one is added, so that idle keys do not pile up.
-func (m *MemoryStore) sweepAdapts(now int64) {
+func (m *memShard) sweepAdapts(now int64) {
 	n := 0
 	for k, e := range m.adapts {
 		if n == 2 {

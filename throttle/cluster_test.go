@@ -254,10 +254,11 @@ func TestRedisCluster(t *testing.T) {
 			require.NoError(t, err, "round %d: Reserve", round)
 			require.NoError(t, r.Cancel(ctx), "round %d: Cancel (refund script) after SCRIPT FLUSH", round)
 		}
-		// EVAL put the script back on each master that served a bucket.
+		// EVAL put the script back on each master that served a bucket (a
+		// Limit's reserve is lua/reserve_tb.lua).
 		for i := range 20 {
 			m := c.Master(t, redisKey(prefix, "sf"+strconv.Itoa(i)))
-			ok, err := m.Client(t).ScriptExists(ctx, bucketScripts[scriptReserve][kindTB].Hash()).Result()
+			ok, err := m.Client(t).ScriptExists(ctx, reserveTBScript.Hash()).Result()
 			require.NoError(t, err)
 			assert.Equal(t, []bool{true}, ok, "%s has the script again", m.Addr())
 		}

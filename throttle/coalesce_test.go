@@ -78,6 +78,7 @@ func gatedLimiter(t *testing.T, clock Clock) (*Limiter, *gate) {
 			require.NoError(t, s.Load(context.Background(), rdb).Err())
 		}
 	}
+	require.NoError(t, reserveTBScript.Load(context.Background(), rdb).Err())
 	g := newGate()
 	rdb.AddHook(g)
 	return NewLimiter(NewRedisStore(rdb, WithClock(clock)), WithKeyPrefix(redistest.Prefix(t))), g

@@ -3,6 +3,7 @@ package throttle
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,10 +19,12 @@ type Limiter struct {
 	store Store
 	cfg   config
 	tel   *telemetry
-	fb    *fallback  // FailLocal's mode and local bucket; nil under other policies
-	hl    *health    // the store's health under FailClosed and FailOpen; nil under FailLocal
-	err   error      // configuration error, returned by every call
-	co    *coalescer // the lines of calls sharing round trips (coalesce.go); nil: none
+	fb    *fallback    // FailLocal's mode and local bucket; nil under other policies
+	hl    *health      // the store's health under FailClosed and FailOpen; nil under FailLocal
+	err   error        // configuration error, returned by every call
+	co    *coalescer   // the lines of calls sharing round trips (coalesce.go); nil: none
+	mem   *MemoryStore // the store, if it is one: TryAcquire's fast path (memory_fast.go)
+	memo  atomic.Pointer[limitMemo]
 }
 
 // NewLimiter returns a Limiter over store.
@@ -42,6 +45,7 @@ func NewLimiter(store Store, opts ...Option) *Limiter {
 	if _, ok := store.(*RedisStore); ok && !c.noCoalescing {
 		l.co = newCoalescer()
 	}
+	l.mem, _ = store.(*MemoryStore)
 	return l
 }
 
@@ -218,7 +222,12 @@ func (l *Limiter) reserveShare(ctx context.Context, req request, dl time.Time, h
 // never waits. A refusal is not an error: res.Allowed is false and
 // res.RetryAfter says when to come back.
 func (l *Limiter) TryAcquire(ctx context.Context, key string, policy Policy, n int) (Result, error) {
-	return l.try(ctx, request{one: Bucket{Key: key, Limit: policy, N: n}})
+	if p, ok := policy.(Limit); ok && l.mem != nil {
+		if res, done := l.tryMemory(ctx, key, p, n); done {
+			return res, nil
+		}
+	}
+	return l.try(ctx, request{one: Bucket{Key: key, Limit: rebox(policy), N: n}})
 }
 
 // TryAcquireAll is TryAcquire over several buckets at once, all or nothing; see AcquireAll.

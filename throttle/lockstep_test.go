@@ -159,27 +159,23 @@ func standing(grants []*windowGrant) []*windowGrant {
 }
 
 // persisting is a client whose script calls also drop the TTLs of the keys
-// they name, in the same MULTI/EXEC, so that no key expires in between.
+// they name, inside the script itself, so that no key expires in between:
+// Redis freezes the time a script sees, so a key a script wrote with a TTL
+// of a millisecond is still there for its PERSIST, where a PERSIST queued
+// after it in MULTI/EXEC could find it gone on a loaded machine. EVALSHA
+// answers NOSCRIPT, so that Script.Run sends the source, which persisting
+// wraps.
 type persisting struct{ *redis.Client }
 
-func (c persisting) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
-	return c.persist(ctx, keys, func(p redis.Pipeliner) *redis.Cmd { return p.EvalSha(ctx, sha, keys, args...) })
+func (c persisting) EvalSha(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx)
+	cmd.SetErr(redis.ErrNoScript)
+	return cmd
 }
 
 func (c persisting) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
-	return c.persist(ctx, keys, func(p redis.Pipeliner) *redis.Cmd { return p.Eval(ctx, script, keys, args...) })
-}
-
-func (c persisting) persist(ctx context.Context, keys []string, call func(redis.Pipeliner) *redis.Cmd) *redis.Cmd {
-	var cmd *redis.Cmd
-	_, _ = c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		cmd = call(p)
-		for _, k := range keys {
-			p.Persist(ctx, k)
-		}
-		return nil
-	})
-	return cmd // its own reply or error, NOSCRIPT included
+	return c.Client.Eval(ctx, "local function body()\n"+script+"\nend\nlocal r = body()\n"+
+		"for _, k in ipairs(KEYS) do redis.call(\"PERSIST\", k) end\nreturn r", keys, args...)
 }
 
 // grantTimes are the times of the grants that stand, one per unit of n, sorted.

@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"hash/maphash"
 	"sync"
 	"time"
 )
@@ -13,17 +14,45 @@ import (
 // Full buckets are forgotten: a few entries are checked for that whenever a new
 // bucket is added, so memory follows the number of buckets in use.
 type MemoryStore struct {
-	clock Clock
-	start time.Time // without a Clock: time is start plus the monotonic time since
+	clock  Clock
+	start  time.Time // without a Clock: time is start plus the monotonic time since
+	seed   maphash.Seed
+	shards [memShards]memShard // the buckets, by their names' hash tags
+
+	mu   sync.Mutex // guards sems
+	sems *memSems   // semaphores of Concurrency and their waiting Holds (memory_hold.go)
+}
+
+// memShards is how many locks a MemoryStore's buckets are spread over: calls
+// on buckets of different shards never wait for each other.
+const memShards = 32
+
+// memShard is a share of a MemoryStore's buckets, under a lock of its own.
+// A bucket's shard is that of its name's hash tag (or of its name, without
+// one), so the buckets of one call, which share a tag (checkSlot), share a
+// shard, and one lock covers the call.
+type memShard struct {
+	st *MemoryStore
 
 	mu        sync.Mutex
 	entries   map[memKey]*memEntry // a key's state and holes, under its policy's kind
 	markers   map[string]int64     // refund marker → expiry, µs
 	cooldowns map[memKey]int64     // a cooldown's end by bucket name (kind unset), µs
-	sems      *memSems             // semaphores of Concurrency and their waiting Holds (memory_hold.go)
 	adapts    map[memKey]*memAdapt // adaptive buckets' effective rates (kind unset)
 	shared    memShares            // shared buckets' tenants (share_memory.go)
+
+	_ [64]byte // shards apart in memory: no false sharing between their locks
 }
+
+// shard is the shard of bucket name.
+func (m *MemoryStore) shard(name string) *memShard {
+	if t := hashTag(name); t != "" {
+		name = t
+	}
+	return &m.shards[maphash.String(m.seed, name)%memShards]
+}
+
+func (m *memShard) nowMicros() int64 { return m.st.nowMicros() }
 
 // memKey names a key's state: a bucket name under a prefix, and its policy's
 // kind (as "<name>:<kind>" does in Redis, without building that string).
@@ -54,9 +83,52 @@ func (e *memEntry) idleAt(now int64) bool {
 // NewMemoryStore returns an empty in-process store. WithClock sets its time source.
 func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 	c := newStoreConfig(opts)
-	return &MemoryStore{clock: c.clock, start: time.Now(), entries: make(map[memKey]*memEntry),
-		markers: make(map[string]int64), cooldowns: make(map[memKey]int64), sems: newMemSems(),
-		adapts: make(map[memKey]*memAdapt), shared: memShares{}}
+	m := &MemoryStore{clock: c.clock, start: time.Now(), seed: maphash.MakeSeed(), sems: newMemSems()}
+	for i := range m.shards {
+		m.shards[i] = memShard{st: m, entries: make(map[memKey]*memEntry), markers: make(map[string]int64),
+			cooldowns: make(map[memKey]int64), adapts: make(map[memKey]*memAdapt), shared: memShares{}}
+	}
+	return m
+}
+
+// The Store methods go to the shard of the call's buckets.
+
+func (m *MemoryStore) reserve(ctx context.Context, req request) (decision, error) {
+	return m.shard(req.one.Key).reserve(ctx, req)
+}
+
+func (m *MemoryStore) reserveBatch(ctx context.Context, reqs []request) ([]decision, error) {
+	return m.shard(reqs[0].one.Key).reserveBatch(ctx, reqs)
+}
+
+func (m *MemoryStore) decide(req request) decision { return m.shard(req.one.Key).decide(req) }
+
+func (m *MemoryStore) refund(ctx context.Context, req request, d decision, id string) (bool, error) {
+	return m.shard(req.one.Key).refund(ctx, req, d, id)
+}
+
+func (m *MemoryStore) cooldown(ctx context.Context, prefix string, b Bucket, d time.Duration) (time.Duration, error) {
+	return m.shard(b.Key).cooldown(ctx, prefix, b, d)
+}
+
+func (m *MemoryStore) cooldownLeft(ctx context.Context, prefix, key string) (time.Duration, error) {
+	return m.shard(key).cooldownLeft(ctx, prefix, key)
+}
+
+func (m *MemoryStore) peek(ctx context.Context, prefix string, b Bucket) (State, error) {
+	return m.shard(b.Key).peek(ctx, prefix, b)
+}
+
+func (m *MemoryStore) reset(ctx context.Context, prefix string, b Bucket) error {
+	return m.shard(b.Key).reset(ctx, prefix, b)
+}
+
+func (m *MemoryStore) adapt(ctx context.Context, prefix, key string, o adaptOp) (AdaptState, error) {
+	return m.shard(key).adapt(ctx, prefix, key, o)
+}
+
+func (m *MemoryStore) shares(ctx context.Context, prefix, key string, most int) (shareView, error) {
+	return m.shard(key).shares(ctx, prefix, key, most)
 }
 
 func (m *MemoryStore) configErr() error { return nil }
@@ -72,7 +144,7 @@ func (m *MemoryStore) nowMicros() int64 {
 
 // sweep forgets up to two idle entries, one ended cooldown and two expired
 // markers: amortised cleanup, run when an entry is added.
-func (m *MemoryStore) sweep(now int64) {
+func (m *memShard) sweep(now int64) {
 	i := 0
 	for k, e := range m.entries {
 		if e.idleAt(now) {
@@ -122,7 +194,7 @@ type memCall struct {
 // open starts bucket b's part of a call at now, as the Lua modules' load and
 // holes.lua's H.load do: it binds the key's state to the policy and releases
 // the holes whose span is over.
-func (m *MemoryStore) open(prefix string, b *Bucket, now int64) memCall {
+func (m *memShard) open(prefix string, b *Bucket, now int64) memCall {
 	a := b.algo()
 	c := memCall{key: memKey{prefix: prefix, name: b.Key, kind: a.kind()}, n: b.N}
 	if ad, ok := a.(Adaptive); ok { // lua/tb.lua's rate
@@ -139,7 +211,7 @@ func (m *MemoryStore) open(prefix string, b *Bucket, now int64) memCall {
 }
 
 // cooldownAt is the end of the cooldown on bucket name, if it is after now; else 0.
-func (m *MemoryStore) cooldownAt(prefix, name string, now int64) int64 {
+func (m *memShard) cooldownAt(prefix, name string, now int64) int64 {
 	if ends := m.cooldowns[memKey{prefix: prefix, name: name}]; ends > now {
 		return ends
 	}
@@ -148,7 +220,7 @@ func (m *MemoryStore) cooldownAt(prefix, name string, now int64) int64 {
 
 // close ends c's part of a call: the key keeps the state the call wrote, or
 // the one it had, and its holes; an entry with nothing that matters goes.
-func (m *MemoryStore) close(c *memCall, now int64) {
+func (m *memShard) close(c *memCall, now int64) {
 	st, wrote := c.m.save()
 	if !wrote && c.e != nil {
 		st = c.e.st
@@ -170,12 +242,12 @@ func (m *MemoryStore) close(c *memCall, now int64) {
 }
 
 // reserve is lua/reserve.lua in Go; see that file for the contract.
-func (m *MemoryStore) reserve(_ context.Context, req request) (decision, error) {
+func (m *memShard) reserve(_ context.Context, req request) (decision, error) {
 	return m.decide(req), nil
 }
 
 // reserveBatch decides reqs one after the other, as lua/reserve_batch.lua.
-func (m *MemoryStore) reserveBatch(_ context.Context, reqs []request) ([]decision, error) {
+func (m *memShard) reserveBatch(_ context.Context, reqs []request) ([]decision, error) {
 	ds := make([]decision, len(reqs))
 	for i := range reqs {
 		ds[i] = m.decide(reqs[i])
@@ -184,7 +256,7 @@ func (m *MemoryStore) reserveBatch(_ context.Context, reqs []request) ([]decisio
 }
 
 // decide is reserve, which on a MemoryStore never fails.
-func (m *MemoryStore) decide(req request) decision {
+func (m *memShard) decide(req request) decision {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.nowMicros()
@@ -274,7 +346,7 @@ func (m *MemoryStore) decide(req request) decision {
 }
 
 // refund is lua/refund.lua in Go; see that file for the contract.
-func (m *MemoryStore) refund(_ context.Context, req request, d decision, id string) (bool, error) {
+func (m *memShard) refund(_ context.Context, req request, d decision, id string) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.nowMicros()
@@ -301,7 +373,7 @@ func (m *MemoryStore) refund(_ context.Context, req request, d decision, id stri
 }
 
 // cooldown is lua/cooldown.lua in Go; see that file for the contract.
-func (m *MemoryStore) cooldown(_ context.Context, prefix string, b Bucket, d time.Duration) (time.Duration, error) {
+func (m *memShard) cooldown(_ context.Context, prefix string, b Bucket, d time.Duration) (time.Duration, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.nowMicros()
@@ -324,14 +396,14 @@ func (m *MemoryStore) cooldown(_ context.Context, prefix string, b Bucket, d tim
 }
 
 // cooldownLeft is cooldown_left.lua in Go; see that file for the contract.
-func (m *MemoryStore) cooldownLeft(_ context.Context, prefix, key string) (time.Duration, error) {
+func (m *memShard) cooldownLeft(_ context.Context, prefix, key string) (time.Duration, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return micros(max(0, m.cooldowns[memKey{prefix: prefix, name: key}]-m.nowMicros())), nil
 }
 
 // peek is lua/peek.lua in Go; it changes nothing.
-func (m *MemoryStore) peek(_ context.Context, prefix string, b Bucket) (State, error) {
+func (m *memShard) peek(_ context.Context, prefix string, b Bucket) (State, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.nowMicros()
@@ -366,7 +438,7 @@ func (m *MemoryStore) peek(_ context.Context, prefix string, b Bucket) (State, e
 }
 
 // reset forgets the key's state, holes and cooldown, as a DEL of its keys.
-func (m *MemoryStore) reset(_ context.Context, prefix string, b Bucket) error {
+func (m *memShard) reset(_ context.Context, prefix string, b Bucket) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.entries, memKey{prefix: prefix, name: b.Key, kind: b.algo().kind()})

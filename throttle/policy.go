@@ -99,6 +99,8 @@ func asAlgo(p Policy) (algo, error) {
 		return p, nil
 	case Adaptive:
 		return p, nil
+	case foreign:
+		return nil, p.err()
 	case nil:
 		return nil, invalidf("policy is nil")
 	}

@@ -103,6 +103,15 @@ func bucketArgs(args []any, b *Bucket) []any {
 }
 
 func (s *RedisStore) reserve(ctx context.Context, req request) (decision, error) {
+	if lean(&req) {
+		ds, err := s.reserveTB(ctx, []request{req})
+		if err != nil || ds != nil {
+			if err != nil {
+				return decision{}, err
+			}
+			return ds[0], nil
+		}
+	}
 	n := req.len()
 	keys := make([]string, 0, 4*n)
 	args := make([]any, 2, 2+5*n)
@@ -132,6 +141,11 @@ func (s *RedisStore) reserve(ctx context.Context, req request) (decision, error)
 // call (lua/reserve_batch.lua).
 func (s *RedisStore) reserveBatch(ctx context.Context, reqs []request) ([]decision, error) {
 	req := reqs[0]
+	if lean(&req) {
+		if ds, err := s.reserveTB(ctx, reqs); err != nil || ds != nil {
+			return ds, err
+		}
+	}
 	n, m := req.len(), len(reqs)
 	keys := make([]string, 0, 4*n)
 	args := make([]any, 2+m, 2+m+5*n)
@@ -158,6 +172,58 @@ func (s *RedisStore) reserveBatch(ctx context.Context, reqs []request) ([]decisi
 	ds := make([]decision, m)
 	for i := range ds {
 		if ds[i], err = parseDecision(a[i*per:(i+1)*per], n, req.adapt != 0); err != nil {
+			return nil, storeErr("reserve", err)
+		}
+	}
+	return ds, nil
+}
+
+// lean reports whether req is the common call that lua/reserve_tb.lua
+// serves: one token bucket, no Share.
+func lean(req *request) bool {
+	return len(req.more) == 0 && req.share == nil && req.one.algo().kind() == kindTB
+}
+
+// reserveTB is reserveBatch for calls that lean accepts, by
+// lua/reserve_tb.lua; nil decisions and no error if the bucket has holes,
+// which the general script must serve.
+func (s *RedisStore) reserveTB(ctx context.Context, reqs []request) ([]decision, error) {
+	b := &reqs[0].one
+	a := b.algo()
+	st := stateKey(reqs[0].prefix, b.Key, a)
+	ak := st
+	_, adaptive := a.(Adaptive)
+	if adaptive {
+		ak = adaptKey(reqs[0].prefix, b.Key)
+	}
+	m := len(reqs)
+	args := make([]any, 2+m, 6+m)
+	args[0], args[1] = s.now(), m
+	for i := range reqs {
+		args[2+i] = reqs[i].maxWait
+	}
+	p := a.args()
+	args = append(args, b.N, p[0], p[1], p[2])
+	v, err := reserveTBScript.Run(ctx, s.rdb, []string{st, ak}, args...).Result()
+	if err != nil {
+		return nil, s.fail("reserve", err)
+	}
+	r, ok := v.([]any)
+	if ok && len(r) == 1 {
+		if x, _ := r[0].(int64); x == 3 {
+			return nil, nil // holes
+		}
+	}
+	per := 6
+	if adaptive {
+		per += 2
+	}
+	if !ok || len(r) != per*m {
+		return nil, storeErr("reserve", fmt.Errorf("bad reply %v", v))
+	}
+	ds := make([]decision, m)
+	for i := range ds {
+		if ds[i], err = parseDecision(r[i*per:(i+1)*per], 1, adaptive); err != nil {
 			return nil, storeErr("reserve", err)
 		}
 	}

@@ -42,6 +42,8 @@ var (
 	reserveOneLua string
 	//go:embed lua/reserve_batch.lua
 	reserveBatchLua string
+	//go:embed lua/reserve_tb.lua
+	reserveTBLua string
 	//go:embed lua/refund.lua
 	refundLua string
 	//go:embed lua/cooldown.lua
@@ -55,6 +57,7 @@ var (
 
 	cooldownLeftScript = newScript(cooldownLeftLua)
 	adaptScript        = newScript(adaptLua)
+	reserveTBScript    = newScript(preludeLua + "\n" + reserveTBLua)
 )
 
 // scriptOp is a bucket script's operation.

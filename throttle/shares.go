@@ -128,7 +128,7 @@ func (s *RedisStore) shares(ctx context.Context, prefix, key string, most int) (
 	return sv, nil
 }
 
-func (m *MemoryStore) shares(_ context.Context, prefix, key string, most int) (shareView, error) {
+func (m *memShard) shares(_ context.Context, prefix, key string, most int) (shareView, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.nowMicros()
