@@ -255,10 +255,10 @@ func TestRedisCluster(t *testing.T) {
 			require.NoError(t, r.Cancel(ctx), "round %d: Cancel (refund script) after SCRIPT FLUSH", round)
 		}
 		// EVAL put the script back on each master that served a bucket (a
-		// Limit's reserve is lua/reserve_tb.lua).
+		// Limit's reserve is lua/reserve_tat.lua).
 		for i := range 20 {
 			m := c.Master(t, redisKey(prefix, "sf"+strconv.Itoa(i)))
-			ok, err := m.Client(t).ScriptExists(ctx, reserveTBScript.Hash()).Result()
+			ok, err := m.Client(t).ScriptExists(ctx, reserveTATScript.Hash()).Result()
 			require.NoError(t, err)
 			assert.Equal(t, []bool{true}, ok, "%s has the script again", m.Addr())
 		}

@@ -29,6 +29,10 @@ import (
 // maxBatch bounds the calls one script call decides.
 const maxBatch = 256
 
+// batchGrace is how long a batch's store call may outlast the latest of its
+// callers' deadlines, by which time they have all left.
+const batchGrace = 100 * time.Millisecond
+
 // shape is what the calls of one batch have in common.
 type shape struct {
 	prefix   string
@@ -167,9 +171,10 @@ func (c *coalescer) run(l *Limiter, sh shape, batch []*queued) {
 }
 
 // decideBatch is decideOne for the calls of one batch, in one store call.
-// The call is bounded by the latest of the callers' deadlines, or by none
-// if one has none (the client's own timeouts then bound it); a caller whose
-// deadline comes first leaves without waiting for it.
+// The call is bounded by the latest of the callers' deadlines and a grace
+// of batchGrace, or by none if one has none (the client's own timeouts then
+// bound it). A caller leaves at its own deadline without waiting for the
+// call, so each sees its own context's error, never one of the batch's.
 func (l *Limiter) decideBatch(batch []*queued) {
 	ctx := context.WithoutCancel(batch[0].ctx)
 	var last time.Time
@@ -185,7 +190,7 @@ func (l *Limiter) decideBatch(batch []*queued) {
 	}
 	if !last.IsZero() {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, last)
+		ctx, cancel = context.WithDeadline(ctx, last.Add(batchGrace))
 		defer cancel()
 	}
 	reqs := make([]request, len(batch))

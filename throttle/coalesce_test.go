@@ -73,12 +73,12 @@ func waitQueued(t *testing.T, l *Limiter, sh shape, n int) {
 // client counts and can hold script calls, its scripts loaded.
 func gatedLimiter(t *testing.T, clock Clock) (*Limiter, *gate) {
 	rdb := redistest.Shared(t).Client(t)
-	for _, byKind := range bucketScripts[:scriptRefund] {
+	for _, byKind := range bucketScripts[:scriptRefund] { // reserve and batch
 		for _, s := range byKind {
 			require.NoError(t, s.Load(context.Background(), rdb).Err())
 		}
 	}
-	require.NoError(t, reserveTBScript.Load(context.Background(), rdb).Err())
+	require.NoError(t, reserveTATScript.Load(context.Background(), rdb).Err())
 	g := newGate()
 	rdb.AddHook(g)
 	return NewLimiter(NewRedisStore(rdb, WithClock(clock)), WithKeyPrefix(redistest.Prefix(t))), g

@@ -104,7 +104,7 @@ func bucketArgs(args []any, b *Bucket) []any {
 
 func (s *RedisStore) reserve(ctx context.Context, req request) (decision, error) {
 	if lean(&req) {
-		ds, err := s.reserveTB(ctx, []request{req})
+		ds, err := s.reserveLean(ctx, []request{req})
 		if err != nil || ds != nil {
 			if err != nil {
 				return decision{}, err
@@ -142,7 +142,7 @@ func (s *RedisStore) reserve(ctx context.Context, req request) (decision, error)
 func (s *RedisStore) reserveBatch(ctx context.Context, reqs []request) ([]decision, error) {
 	req := reqs[0]
 	if lean(&req) {
-		if ds, err := s.reserveTB(ctx, reqs); err != nil || ds != nil {
+		if ds, err := s.reserveLean(ctx, reqs); err != nil || ds != nil {
 			return ds, err
 		}
 	}
@@ -178,33 +178,35 @@ func (s *RedisStore) reserveBatch(ctx context.Context, reqs []request) ([]decisi
 	return ds, nil
 }
 
-// lean reports whether req is the common call that lua/reserve_tb.lua
-// serves: one token bucket, no Share.
+// lean reports whether req is the commonest call, which
+// lua/reserve_tat.lua serves: one token or leaky bucket, no Share.
 func lean(req *request) bool {
-	return len(req.more) == 0 && req.share == nil && req.one.algo().kind() == kindTB
+	if len(req.more) > 0 || req.share != nil {
+		return false
+	}
+	k := req.one.algo().kind()
+	return k == kindTB || k == kindLB
 }
 
-// reserveTB is reserveBatch for calls that lean accepts, by
-// lua/reserve_tb.lua; nil decisions and no error if the bucket has holes,
+// reserveLean is reserveBatch for calls that lean accepts, by
+// lua/reserve_tat.lua; nil decisions and no error if the bucket has holes,
 // which the general script must serve.
-func (s *RedisStore) reserveTB(ctx context.Context, reqs []request) ([]decision, error) {
+func (s *RedisStore) reserveLean(ctx context.Context, reqs []request) ([]decision, error) {
 	b := &reqs[0].one
 	a := b.algo()
 	st := stateKey(reqs[0].prefix, b.Key, a)
 	ak := st
-	_, adaptive := a.(Adaptive)
-	if adaptive {
+	if _, ok := a.(Adaptive); ok {
 		ak = adaptKey(reqs[0].prefix, b.Key)
 	}
 	m := len(reqs)
-	args := make([]any, 2+m, 6+m)
+	args := make([]any, 2+m, 7+m)
 	args[0], args[1] = s.now(), m
 	for i := range reqs {
 		args[2+i] = reqs[i].maxWait
 	}
-	p := a.args()
-	args = append(args, b.N, p[0], p[1], p[2])
-	v, err := reserveTBScript.Run(ctx, s.rdb, []string{st, ak}, args...).Result()
+	args = bucketArgs(args, b)
+	v, err := reserveTATScript.Run(ctx, s.rdb, []string{st, ak}, args...).Result()
 	if err != nil {
 		return nil, s.fail("reserve", err)
 	}
@@ -214,6 +216,7 @@ func (s *RedisStore) reserveTB(ctx context.Context, reqs []request) ([]decision,
 			return nil, nil // holes
 		}
 	}
+	adaptive := reqs[0].adapt != 0
 	per := 6
 	if adaptive {
 		per += 2

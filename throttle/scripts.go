@@ -42,8 +42,10 @@ var (
 	reserveOneLua string
 	//go:embed lua/reserve_batch.lua
 	reserveBatchLua string
-	//go:embed lua/reserve_tb.lua
-	reserveTBLua string
+	//go:embed lua/int.lua
+	intLua string
+	//go:embed lua/reserve_tat.lua
+	reserveTATLua string
 	//go:embed lua/refund.lua
 	refundLua string
 	//go:embed lua/cooldown.lua
@@ -57,7 +59,7 @@ var (
 
 	cooldownLeftScript = newScript(cooldownLeftLua)
 	adaptScript        = newScript(adaptLua)
-	reserveTBScript    = newScript(preludeLua + "\n" + reserveTBLua)
+	reserveTATScript   = newScript(intLua + "\n" + reserveTATLua)
 )
 
 // scriptOp is a bucket script's operation.
@@ -103,7 +105,7 @@ var bucketScripts = func() (s [numScriptOps][numKinds + 1]*redis.Script) {
 
 func bucketScript(modules, main string) *redis.Script {
 	var b strings.Builder
-	for _, part := range []string{nowLua, preludeLua, holesLua, modules, main} {
+	for _, part := range []string{nowLua, intLua, preludeLua, holesLua, modules, main} {
 		b.WriteString(part)
 		b.WriteString("\n")
 	}

@@ -33,7 +33,6 @@ type report struct {
 	idleTTL                     time.Duration
 	hot                         map[string]hotFigures // by mode (hot.go)
 	cost                        []costRow             // by policy (servercost.go)
-	costPeer                    float64               // redis_rate's µs per decision
 }
 
 // run of one contention experiment.

@@ -1,6 +1,6 @@
--- prelude.lua: put after now.lua before every bucket script (scripts.go,
--- bucketScript): the tables the policy modules fill, how a call's buckets are
--- read from KEYS and ARGV, and integer helpers.
+-- prelude.lua: put after now.lua and int.lua before every bucket script
+-- (scripts.go, bucketScript): the tables the policy modules fill, how a
+-- call's buckets are read from KEYS and ARGV, and the keys' TTLs.
 --
 -- A call names k buckets. Bucket i has four keys, all in one hash slot:
 --   KEYS[4i-3]  its state (the policy module's layout)
@@ -10,10 +10,6 @@
 --               read by tb.lua); any other bucket repeats its state key here
 -- and five arguments from ARGV[base + 5(i-1)]: kind, n, a1, a2, a3 (the
 -- policy's parameters as its module reads them; unused ones are 0).
---
--- All quantities are integer µs, counts or indices below 2^53, so the
--- arithmetic is exact in Lua's doubles. Numbers written into strings go
--- through fmt (tostring would round them to 14 digits).
 
 local M = {} -- policy modules by kind: tb, lb, fw, sl, sw
 local H = {} -- holes (holes.lua)
@@ -27,22 +23,6 @@ local function bucket(i, base)
   }
 end
 
--- a/b rounded down and up, for integers (b > 0); the checks guard against a
--- quotient that rounds onto a whole number.
-local function floordiv(a, b)
-  local q = math.floor(a / b)
-  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
-  return q
-end
-local function ceildiv(a, b) return -floordiv(-a, b) end
-
--- ms is a TTL in milliseconds for a span of us µs, at least 1 (PX 0 is an error).
-local function ms(us)
-  local t = math.ceil(us / 1000)
-  if t < 1 then t = 1 end
-  return t
-end
-
 -- expire sets the TTL of b's state key to ttl ms, and its holes key's with
 -- it: holes must last as long as the state that counts them (a hole nobody
 -- took is released when the state is next read).
@@ -50,8 +30,6 @@ local function expire(b, ttl)
   redis.call("PEXPIRE", b.key, ttl)
   if b.h then redis.call("PEXPIRE", b.hkey, ttl) end
 end
-
-local function fmt(x) return string.format("%.0f", x) end
 
 -- cooldown is the end of the bucket's cooldown (µs), or 0 if there is none
 -- or it has ended (the marker may outlive it by under a millisecond).
