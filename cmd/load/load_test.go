@@ -52,16 +52,16 @@ func TestMergeCountsOverGrants(t *testing.T) {
 	assert.Zero(t, f.over)
 }
 
-// The hot-key and server-cost groups run end to end against a real Redis,
+// The hot-key, server-cost and pool groups run end to end against a real Redis,
 // with a child process, and print their rows (their figures are not
 // judged here: speed is the load command's to report, not a test's).
 func TestHotAndCostRun(t *testing.T) {
 	srv := redistest.Start(t)
-	for _, only := range []string{"hot", "cost"} {
+	for _, only := range []string{"hot", "cost", "pool"} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), []string{"--redis", srv.URL(), "--only", only,
 			"--hot-duration", "300ms", "--hot-workers", "4", "--hot-rate", "2000", "--hot-burst", "20",
-			"--cost-duration", "100ms", "--tryers", "4"}, &out, &errb)
+			"--cost-duration", "100ms", "--tryers", "4", "--pool-jobs", "200", "--pool-concurrency", "4"}, &out, &errb)
 		require.Equal(t, 0, code, errb.String())
 		switch only {
 		case "hot":
@@ -78,6 +78,8 @@ func TestHotAndCostRun(t *testing.T) {
 			for _, p := range costPolicies {
 				assert.Contains(t, out.String(), "server µs per decision, "+p.name)
 			}
+		case "pool":
+			assert.Contains(t, out.String(), "no-op jobs/s through a workers.Pool")
 		}
 	}
 }

@@ -44,7 +44,10 @@ type config struct {
 	hotRate    float64
 	hotBurst   int
 	costFor    time.Duration
-	only       string // one group of figures: basic, hot or cost; "" all
+	only       string // one group of figures: basic, hot, cost or pool; "" all
+
+	poolJobs        int
+	poolConcurrency int
 
 	// A child of the hot-key experiments (hot.go): its experiment, start
 	// (Unix ns) and key prefix.
@@ -76,6 +79,8 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.hotBurst, "hot-burst", 4000, "")
 	fs.DurationVar(&c.costFor, "cost-duration", time.Second, "")
 	fs.StringVar(&c.only, "only", "", "")
+	fs.IntVar(&c.poolJobs, "pool-jobs", 10_000, "")
+	fs.IntVar(&c.poolConcurrency, "pool-concurrency", 32, "")
 	fs.StringVar(&c.child, "child", "", "")
 	fs.Int64Var(&c.childStart, "child-start", 0, "")
 	fs.StringVar(&c.childPrefix, "child-prefix", "", "")
@@ -117,8 +122,12 @@ func parseFlags(args []string) (config, error) {
 		return config{}, cli.Usagef("--hot-rate %g must be positive and at most 1000000", c.hotRate)
 	case c.hotBurst < 1:
 		return config{}, cli.Usagef("--hot-burst %d must be at least 1", c.hotBurst)
-	case c.only != "" && c.only != "basic" && c.only != "hot" && c.only != "cost":
-		return config{}, cli.Usagef("--only %q: want basic, hot or cost", c.only)
+	case c.only != "" && c.only != "basic" && c.only != "hot" && c.only != "cost" && c.only != "pool":
+		return config{}, cli.Usagef("--only %q: want basic, hot, cost or pool", c.only)
+	case c.poolJobs < 1:
+		return config{}, cli.Usagef("--pool-jobs %d must be at least 1", c.poolJobs)
+	case c.poolConcurrency < 1:
+		return config{}, cli.Usagef("--pool-concurrency %d must be at least 1", c.poolConcurrency)
 	case c.costFor <= 0:
 		return config{}, cli.Usagef("--cost-duration %v must be positive", c.costFor)
 	}
@@ -144,7 +153,8 @@ grant, tokens granted against Burst + Rate*T, fairness, lateness, TryAcquire
 throughput against a trivial EVALSHA, the memory store, an idle bucket's size;
 one hot key from two processes (this one and a copy of itself) against the raw
 one-key EVALSHA ceiling and go-redis/redis_rate; the server's CPU per decision
-of each policy against redis_rate's (INFO commandstats).
+of each policy against redis_rate's (INFO commandstats); no-op jobs per second
+through a workers.Pool against a plain asynq server.
 
 Flags:
   --redis URL            Redis to measure against (default $REDIS_URL; if neither,
@@ -160,8 +170,10 @@ Flags:
   --hot-rate R           the hot key's rate per second (default 400000)
   --hot-burst N          the hot key's burst (default 4000)
   --cost-duration D      how long each server-cost run lasts (default 1s)
-  --only GROUP           measure one group of figures: basic, hot or cost
-                         (default: all three)
+  --pool-jobs N          no-op jobs per run of the pool group (default 10000)
+  --pool-concurrency N   workers in the pool group (default 32)
+  --only GROUP           measure one group of figures: basic, hot, cost or pool
+                         (default: all four)
   --version              print the version and exit
 
 Environment:
@@ -208,6 +220,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err == nil && (c.only == "" || c.only == "hot") {
 		rep.hot, err = hot(ctx, c, url, stderr)
+	}
+	if err == nil && (c.only == "" || c.only == "pool") {
+		rep.pool, err = poolRates(ctx, c, url, stderr)
 	}
 	if err == nil && (c.only == "" || c.only == "cost") {
 		rep.cost, err = serverCost(ctx, c, rdb, c.costFor, stderr)
@@ -284,6 +299,10 @@ func (r *report) print(w io.Writer, c config) {
 			co.tripsPerGrant, rr.tripsPerGrant, single.tripsPerGrant, verdict(co.tripsPerGrant <= 0.1))
 		fmt.Fprintf(tw, "hot key: most grants beyond Burst + Rate*t, both processes\t%d\t%d (redis_rate), %d (uncoalesced)\t0\t%s\n",
 			co.over, rr.over, single.over, verdict(co.over <= 0))
+	}
+	if r.pool.asynq > 0 {
+		fmt.Fprintf(tw, "no-op jobs/s through a workers.Pool (%d workers, limit never denies)\t%.0f/s (%.2fx); uncoalesced %.0f/s (%.2fx)\t%.0f/s (plain asynq server)\t>= 0.95x\t%s\n",
+			c.poolConcurrency, r.pool.pool, r.pool.pool/r.pool.asynq, r.pool.poolSingle, r.pool.poolSingle/r.pool.asynq, r.pool.asynq, verdict(r.pool.pool >= 0.95*r.pool.asynq))
 	}
 	for _, row := range r.cost {
 		target := 1.0

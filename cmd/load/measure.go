@@ -33,6 +33,7 @@ type report struct {
 	idleTTL                     time.Duration
 	hot                         map[string]hotFigures // by mode (hot.go)
 	cost                        []costRow             // by policy (servercost.go)
+	pool                        poolFigures           // pool.go
 }
 
 // run of one contention experiment.
