@@ -86,21 +86,11 @@ func (k kind) String() string { return kindNames[k] }
 // asAlgo is p as this package runs it: one of its policy values, or a
 // non-nil pointer to one.
 func asAlgo(p Policy) (algo, error) {
-	switch p := p.(type) {
-	case Limit:
-		return p, nil
-	case FixedWindow:
-		return p, nil
-	case SlidingLog:
-		return p, nil
-	case SlidingWindow:
-		return p, nil
-	case LeakyBucket:
-		return p, nil
-	case Adaptive:
-		return p, nil
+	switch p.(type) {
+	case Limit, FixedWindow, SlidingLog, SlidingWindow, LeakyBucket, Adaptive:
+		return p.(algo), nil // the same value, no copy
 	case foreign:
-		return nil, p.err()
+		return nil, p.(foreign).err()
 	case nil:
 		return nil, invalidf("policy is nil")
 	}
