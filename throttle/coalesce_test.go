@@ -79,6 +79,7 @@ func gatedLimiter(t *testing.T, clock Clock) (*Limiter, *gate) {
 		}
 	}
 	require.NoError(t, reserveTATScript.Load(context.Background(), rdb).Err())
+	require.NoError(t, reserveFWScript.Load(context.Background(), rdb).Err())
 	g := newGate()
 	rdb.AddHook(g)
 	return NewLimiter(NewRedisStore(rdb, WithClock(clock)), WithKeyPrefix(redistest.Prefix(t))), g

@@ -178,19 +178,20 @@ func (s *RedisStore) reserveBatch(ctx context.Context, reqs []request) ([]decisi
 	return ds, nil
 }
 
-// lean reports whether req is the commonest call, which
-// lua/reserve_tat.lua serves: one token or leaky bucket, no Share.
+// lean reports whether req is one of the commonest calls, which a script of
+// their own serves: one token or leaky bucket (lua/reserve_tat.lua) or one
+// fixed window (lua/reserve_fw.lua), no Share.
 func lean(req *request) bool {
 	if len(req.more) > 0 || req.share != nil {
 		return false
 	}
 	k := req.one.algo().kind()
-	return k == kindTB || k == kindLB
+	return k == kindTB || k == kindLB || k == kindFW
 }
 
-// reserveLean is reserveBatch for calls that lean accepts, by
-// lua/reserve_tat.lua; nil decisions and no error if the bucket has holes,
-// which the general script must serve.
+// reserveLean is reserveBatch for calls that lean accepts, by their script;
+// nil decisions and no error if the bucket has holes, which the general
+// script must serve.
 func (s *RedisStore) reserveLean(ctx context.Context, reqs []request) ([]decision, error) {
 	b := &reqs[0].one
 	a := b.algo()
@@ -206,7 +207,11 @@ func (s *RedisStore) reserveLean(ctx context.Context, reqs []request) ([]decisio
 		args[2+i] = reqs[i].maxWait
 	}
 	args = bucketArgs(args, b)
-	v, err := reserveTATScript.Run(ctx, s.rdb, []string{st, ak}, args...).Result()
+	script := reserveTATScript
+	if a.kind() == kindFW {
+		script = reserveFWScript
+	}
+	v, err := script.Run(ctx, s.rdb, []string{st, ak}, args...).Result()
 	if err != nil {
 		return nil, s.fail("reserve", err)
 	}

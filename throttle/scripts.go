@@ -46,6 +46,8 @@ var (
 	intLua string
 	//go:embed lua/reserve_tat.lua
 	reserveTATLua string
+	//go:embed lua/reserve_fw.lua
+	reserveFWLua string
 	//go:embed lua/refund.lua
 	refundLua string
 	//go:embed lua/cooldown.lua
@@ -60,6 +62,7 @@ var (
 	cooldownLeftScript = newScript(cooldownLeftLua)
 	adaptScript        = newScript(adaptLua)
 	reserveTATScript   = newScript(intLua + "\n" + reserveTATLua)
+	reserveFWScript    = newScript(intLua + "\n" + reserveFWLua)
 )
 
 // scriptOp is a bucket script's operation.

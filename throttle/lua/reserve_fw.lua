@@ -1,0 +1,57 @@
+-- reserve_fw.lua: reserve_tat.lua's counterpart for one fixed window and no
+-- Share (after now.lua and int.lua): fw.lua's arithmetic, call after call,
+-- with the state read once and written once for a batch.
+--
+-- KEYS[1]        the bucket's state (fw.lua's hash)
+-- ARGV[1]        now in µs, or "" to read Redis TIME
+-- ARGV[2]        m, the number of calls
+-- ARGV[3..2+m]   each call's longest wait in µs ("-1": no bound)
+-- ARGV[3+m..]    kind (fw), n, a1 = Max, a2 = W (µs), a3 (unused)
+--
+-- Reply: as reserve_tat.lua's; {3} if the bucket has holes.
+
+local m = tonumber(ARGV[2])
+local a = 3 + m
+local n, max, W = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+
+local st = redis.call("HMGET", KEYS[1], "w", "c", "W", "h", "x")
+if st[5] == "1" then return {3} end
+local cur = floordiv(now, W)
+local w, c = tonumber(st[1]), tonumber(st[2])
+if w == nil or c == nil or tonumber(st[3]) ~= W or w < cur then w, c = cur, 0 end
+local hold = tonumber(st[4]) or 0
+
+local out, wrote = {}, false
+for j = 1, m do
+  local maxwait = tonumber(ARGV[2 + j])
+  local e = w * W
+  if c + n > max then e = e + W end
+  if e < now then e = now end
+  if hold > e then e = hold end
+  local wait, granted, handle = e - now, 0, 0
+  if maxwait < 0 or wait <= maxwait then
+    local ws = floordiv(e, W)
+    if ws == w then c = c + n else w, c = ws, n end
+    granted, handle, wrote = 1, ws, true
+  end
+  local left = 0
+  if w == cur and c < max then left = max - c end
+  local r = w * W
+  if c > 0 then r = r + W end
+  if hold > r then r = hold end
+  r = r - now
+  if r < 0 then r = 0 end
+  out[#out + 1] = granted
+  out[#out + 1] = wait
+  out[#out + 1] = left
+  out[#out + 1] = r
+  out[#out + 1] = now
+  out[#out + 1] = handle
+end
+if wrote then
+  local till = (w + 1) * W
+  if hold > till then till = hold end
+  redis.call("HSET", KEYS[1], "w", w, "c", c, "W", W, "h", hold, "x", 0)
+  redis.call("PEXPIRE", KEYS[1], ms(till - now))
+end
+return out
