@@ -104,13 +104,12 @@ func bucketArgs(args []any, b *Bucket) []any {
 
 func (s *RedisStore) reserve(ctx context.Context, req request) (decision, error) {
 	if lean(&req) {
-		ds, err := s.reserveLean(ctx, []request{req})
-		if err != nil || ds != nil {
-			if err != nil {
-				return decision{}, err
-			}
+		switch ds, err := s.reserveLean(ctx, []request{req}); {
+		case err != nil:
+			return decision{}, err
+		case ds != nil:
 			return ds[0], nil
-		}
+		} // the bucket has holes: the general script serves it
 	}
 	n := req.len()
 	keys := make([]string, 0, 4*n)
