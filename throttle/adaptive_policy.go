@@ -47,9 +47,10 @@ func (a Adaptive) share(hosts int) algo {
 // effective rate (at) instead.
 func (a Adaptive) open(st memState, now, cool int64) module { return a.Ceiling.open(st, now, cool) }
 
-// at is the token bucket at effective rate r, as lua/tb.lua computes it: T
-// is the period over r rounded up (Limit.interval), never under the
-// ceiling's; the burst shrinks with it, burst·T/T' rounded down, at least 1.
+// at is the token bucket at effective rate r, as lua/int.lua's atrate
+// computes it: T is the period over r rounded up (Limit.interval), never
+// under the ceiling's; the burst shrinks with it, burst·T/T' rounded down, at
+// least 1.
 // r <= 0 means the ceiling.
 func (a Adaptive) at(r float64) fixedTB {
 	t, burst := a.Ceiling.interval(), int64(a.Ceiling.Burst)

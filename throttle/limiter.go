@@ -19,12 +19,12 @@ type Limiter struct {
 	store Store
 	cfg   config
 	tel   *telemetry
-	fb    *fallback    // FailLocal's mode and local bucket; nil under other policies
-	hl    *health      // the store's health under FailClosed and FailOpen; nil under FailLocal
-	err   error        // configuration error, returned by every call
-	co    *coalescer   // the lines of calls sharing round trips (coalesce.go); nil: none
-	mem   *MemoryStore // the store, if it is one: TryAcquire's fast path (memory_fast.go)
-	memo  atomic.Pointer[limitMemo]
+	fb    *fallback                 // FailLocal's mode and local bucket; nil under other policies
+	hl    *health                   // the store's health under FailClosed and FailOpen; nil under FailLocal
+	err   error                     // configuration error, returned by every call
+	co    *coalescer                // the lines of calls sharing round trips (coalesce.go); nil: none
+	mem   *MemoryStore              // the store, if it is one: TryAcquire's fast path (memory_fast.go)
+	memo  atomic.Pointer[limitMemo] // the last Limit the fast path checked, with its T
 }
 
 // NewLimiter returns a Limiter over store.

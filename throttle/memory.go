@@ -197,7 +197,7 @@ type memCall struct {
 func (m *memShard) open(prefix string, b *Bucket, now int64) memCall {
 	a := b.algo()
 	c := memCall{key: memKey{prefix: prefix, name: b.Key, kind: a.kind()}, n: b.N}
-	if ad, ok := a.(Adaptive); ok { // lua/tb.lua's rate
+	if ad, ok := a.(Adaptive); ok { // lua/int.lua's atrate
 		c.taken = ad.at(m.effective(prefix, b.Key, now))
 		a = c.taken
 	}
@@ -420,7 +420,7 @@ func (m *memShard) peek(_ context.Context, prefix string, b Bucket) (State, erro
 		}
 	}
 	cool := m.cooldownAt(prefix, b.Key, now)
-	if ad, ok := a.(Adaptive); ok { // lua/tb.lua's rate
+	if ad, ok := a.(Adaptive); ok { // lua/int.lua's atrate
 		a = ad.at(m.effective(prefix, b.Key, now))
 	}
 	mod := a.open(st, now, cool)

@@ -11,9 +11,12 @@ import (
 )
 
 // RedisStore keeps buckets in Redis, shared by every process that talks to the
-// same server or cluster. Each operation is one Lua script call (EVALSHA, falling
-// back to EVAL when the server's script cache is empty), atomic on the server and
-// timed by Redis TIME. It is safe for concurrent use.
+// same server or cluster. Each operation is one Lua script call (EVALSHA,
+// falling back to EVAL when the server's script cache is empty), atomic on
+// the server and timed by Redis TIME; calls that coalesce share one
+// (coalesce.go), and a reserve on a bucket with holes takes two (the lean
+// script hands it to the general one; holes last only until the turns given
+// back are taken or their span ends). It is safe for concurrent use.
 //
 // Buckets acquired together must live in one hash slot on Redis Cluster; see
 // Limiter.AcquireAll.

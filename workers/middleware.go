@@ -168,9 +168,6 @@ func (p *Pool) acquire(ctx context.Context, j *job) error {
 	budget := p.budget(ctx, j)
 	tctx, span := p.tel.tracer.Start(ctx, "workers.throttle")
 	r, err := p.cfg.Limiter.ReserveAll(tctx, j.buckets, max(p.remaining(j), budget))
-	if err == nil {
-		j.rate = r.AdaptiveRate()
-	}
 	if err != nil {
 		span.RecordError(err)
 		span.End()
@@ -180,6 +177,7 @@ func (p *Pool) acquire(ctx context.Context, j *job) error {
 		}
 		return p.notReserved(ctx, j, err)
 	}
+	j.rate = r.AdaptiveRate() // the effective rate the turn was booked at, if adaptive
 	d := r.Delay()
 	span.SetAttributes(attribute.Float64("sluice.wait_s", d.Seconds()))
 	if d > budget {

@@ -261,19 +261,28 @@ func pct(sorted []time.Duration, p float64) time.Duration {
 }
 
 func throughput(ctx context.Context, workers int, d time.Duration, call func(context.Context) error) (float64, error) {
+	start := time.Now()
+	n, err := count(ctx, workers, d, call)
+	return float64(n) / time.Since(start).Seconds(), err
+}
+
+// count runs call from workers goroutines for d and returns how many calls
+// completed, those that ended after d included.
+func count(ctx context.Context, workers int, d time.Duration, call func(context.Context) error) (int64, error) {
 	var n atomic.Int64
 	var stop atomic.Bool
-	var errOnce sync.Once
+	var mu sync.Mutex
 	var first error
 	var wg sync.WaitGroup
-	start := time.Now()
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for !stop.Load() {
 				if err := call(ctx); err != nil {
-					errOnce.Do(func() { first = err })
+					mu.Lock()
+					first = err
+					mu.Unlock()
 					stop.Store(true)
 					return
 				}
@@ -284,5 +293,5 @@ func throughput(ctx context.Context, workers int, d time.Duration, call func(con
 	time.Sleep(d)
 	stop.Store(true)
 	wg.Wait()
-	return float64(n.Load()) / time.Since(start).Seconds(), first
+	return n.Load(), first
 }

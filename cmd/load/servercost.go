@@ -7,8 +7,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -107,36 +105,6 @@ func perDecision(ctx context.Context, c config, rdb *redis.Client, d time.Durati
 		return 0, fmt.Errorf("no calls in %v", d)
 	}
 	return usec / float64(calls), nil
-}
-
-// count runs call from workers goroutines for d and returns how many calls
-// completed, those that ended after d included.
-func count(ctx context.Context, workers int, d time.Duration, call func(context.Context) error) (int64, error) {
-	var n atomic.Int64
-	var stop atomic.Bool
-	var mu sync.Mutex
-	var first error
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !stop.Load() {
-				if err := call(ctx); err != nil {
-					mu.Lock()
-					first = err
-					mu.Unlock()
-					stop.Store(true)
-					return
-				}
-				n.Add(1)
-			}
-		}()
-	}
-	time.Sleep(d)
-	stop.Store(true)
-	wg.Wait()
-	return n.Load(), first
 }
 
 // scriptUsec is the server time spent in EVALSHA and EVAL since the last

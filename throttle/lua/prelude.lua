@@ -7,7 +7,8 @@
 --   KEYS[4i-2]  its holes: cancelled turns offered to later callers (holes.lua)
 --   KEYS[4i-1]  its cooldown marker: the cooldown's end in µs, kept until then
 --   KEYS[4i]    its effective rate, for an adaptive token bucket (adapt.lua;
---               read by tb.lua); any other bucket repeats its state key here
+--               read by int.lua's atrate); any other bucket repeats its
+--               state key here
 -- and five arguments from ARGV[base + 5(i-1)]: kind, n, a1, a2, a3 (the
 -- policy's parameters as its module reads them; unused ones are 0).
 

@@ -27,6 +27,20 @@
 
 local k = math.floor(#KEYS / 4)
 
+-- answer is a call's reply: the figures, each bucket's handle (0 when it
+-- booked nothing) and, for an adaptive bucket, the T and burst it took under.
+local function answer(bs, granted, wait, remaining, reset)
+  local reply = {granted, wait, remaining, reset, now}
+  for i, b in ipairs(bs) do reply[5 + i] = b.handle or 0 end
+  for _, b in ipairs(bs) do
+    if b.adaptive then
+      reply[#reply + 1] = b.a1
+      reply[#reply + 1] = b.a2
+    end
+  end
+  return reply
+end
+
 -- reserve decides one call for maxwait, its buckets' arguments from
 -- ARGV[base], and returns its reply.
 local function reserve(maxwait, base)
@@ -41,17 +55,7 @@ local function reserve(maxwait, base)
 
   shareload(k)
   local over = shareover()
-  if over then
-    local reply = {2, over, 0, 0, now}
-    for i = 1, k do reply[5 + i] = 0 end
-    for _, b in ipairs(bs) do
-      if b.adaptive then
-        reply[#reply + 1] = b.a1
-        reply[#reply + 1] = b.a2
-      end
-    end
-    return reply
-  end
+  if over then return answer(bs, 2, over, 0, 0) end
 
   local s, refused = now, nil
   repeat
@@ -94,13 +98,5 @@ local function reserve(maxwait, base)
     if remaining == nil or r < remaining then remaining = r end
     if z > reset then reset = z end
   end
-  local reply = {granted, wait, remaining, reset, now}
-  for i, b in ipairs(bs) do reply[5 + i] = b.handle or 0 end
-  for _, b in ipairs(bs) do
-    if b.adaptive then
-      reply[#reply + 1] = b.a1
-      reply[#reply + 1] = b.a2
-    end
-  end
-  return reply
+  return answer(bs, granted, wait, remaining, reset)
 end

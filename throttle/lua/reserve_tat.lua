@@ -8,7 +8,7 @@
 -- tests hold it to theirs.
 --
 -- KEYS[1]        the bucket's state (its TAT, tat.lua)
--- KEYS[2]        its effective rate if it is adaptive (tb.lua), else KEYS[1]
+-- KEYS[2]        its effective rate if it is adaptive (int.lua), else KEYS[1]
 -- ARGV[1]        now in µs, or "" to read Redis TIME
 -- ARGV[2]        m, the number of calls
 -- ARGV[3..2+m]   each call's longest wait in µs ("-1": no bound)
@@ -23,19 +23,7 @@ local a = 3 + m
 local kind, n = ARGV[a], tonumber(ARGV[a + 1])
 local T, burst, per = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
 
-if per > 0 then -- tb.lua's rate: an adaptive bucket at the fleet's effective rate
-  local h = redis.call("HMGET", KEYS[2], "r", "why")
-  local r = tonumber(h[1])
-  if r and r > 0 and h[2] ~= "ceiling" then
-    local x = per / r
-    local t = math.floor(x + 0.5)
-    if math.abs(x - t) > 1e-9 * x then t = math.ceil(x) end
-    if t > T then
-      burst = math.max(1, floordiv(burst * T, t))
-      T = t
-    end
-  end
-end
+if per > 0 then T, burst = atrate(KEYS[2], T, burst, per) end -- int.lua
 
 local v = tonumber(redis.call("GET", KEYS[1]))
 if v and v < 0 then return {3} end

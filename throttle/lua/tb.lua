@@ -8,29 +8,14 @@ M.tb = {
   has = TAT.has, release = TAT.release, holetill = TAT.holetill,
 }
 
--- rate moves an adaptive bucket to the fleet's effective rate r, read from
--- its adapt hash (adapt.lua; none, or "ceiling", leaves the ceiling): T
--- becomes the period over r, rounded up as Limit.interval rounds it, never
--- under the ceiling's, and the burst shrinks with it, a2·a1/T rounded down,
--- at least 1 (Adaptive.at in Go). b.adaptive tells reserve.lua to reply with
--- the T and burst taken under, which a refund must use.
-local function rate(b)
-  if b.a3 <= 0 then return end
-  b.adaptive = true
-  local h = redis.call("HMGET", b.akey, "r", "why")
-  local r = tonumber(h[1])
-  if not r or r <= 0 or h[2] == "ceiling" then return end
-  local x = b.a3 / r
-  local t = math.floor(x + 0.5)
-  if math.abs(x - t) > 1e-9 * x then t = math.ceil(x) end
-  if t > b.a1 then
-    b.a2 = math.max(1, floordiv(b.a2 * b.a1, t))
-    b.a1 = t
-  end
-end
-
+-- load: an adaptive bucket (a3 > 0) at the fleet's effective rate
+-- (int.lua's atrate); b.adaptive tells reserve.lua to reply with the T and
+-- burst taken under, which a refund must use.
 function M.tb.load(b)
-  rate(b)
+  if b.a3 > 0 then
+    b.adaptive = true
+    b.a1, b.a2 = atrate(b.akey, b.a1, b.a2, b.a3)
+  end
   TAT.load(b)
 end
 
