@@ -32,9 +32,10 @@ import (
 // back would put the next turn on top of the later one.
 //
 // The zero Period means one second. Rate must be positive and finite, no
-// faster than one token per microsecond (T is Period/Rate rounded up to a
-// whole microsecond, as for Limit), and Capacity at least 1. The zero value is
-// not valid.
+// faster than one token per nanosecond (T is Period/Rate rounded up to a
+// whole microsecond, as for Limit, or to a whole picosecond for a meter
+// faster than one token per microsecond: see "Fine buckets" in the package
+// documentation), and Capacity at least 1. The zero value is not valid.
 type LeakyBucket struct {
 	Rate     float64       // tokens per Period
 	Period   time.Duration // 0 means time.Second
@@ -61,8 +62,8 @@ func (b LeakyBucket) Validate() error {
 		return invalidf("capacity %d must be at least 1", b.Capacity)
 	case b.Capacity > maxBurst:
 		return invalidf("capacity %d is larger than %d", b.Capacity, maxBurst)
-	case l.exactInterval() < 1:
-		return invalidf("rate %v per %v is faster than one token per microsecond", b.Rate, l.period())
+	case l.exactInterval() < fineMinInterval:
+		return invalidf("rate %v per %v is faster than one token per nanosecond", b.Rate, l.period())
 	case l.exactInterval() > maxSpan || float64(l.interval())*float64(b.Capacity) > maxSpan: // the first: beyond it, interval may overflow
 		return invalidf("rate %v per %v with capacity %d takes longer than %v to drain", b.Rate, l.period(), b.Capacity, micros(maxSpan))
 	}
@@ -78,7 +79,8 @@ func (b LeakyBucket) check(n int) error {
 
 // Quota is Capacity tokens, and the time a full bucket takes to drain.
 func (b LeakyBucket) Quota() (int, time.Duration) {
-	return b.Capacity, micros(int64(b.Capacity) * b.interval())
+	_, window := b.limit().Quota()
+	return b.Capacity, window
 }
 
 func (b LeakyBucket) String() string {
@@ -87,9 +89,14 @@ func (b LeakyBucket) String() string {
 
 func (LeakyBucket) isPolicy() {}
 
-func (LeakyBucket) kind() kind { return kindLB }
+func (b LeakyBucket) kind() kind {
+	if b.limit().fine() {
+		return kindLF
+	}
+	return kindLB
+}
 
-func (b LeakyBucket) args() [3]int64 { return [3]int64{b.interval(), int64(b.Capacity)} }
+func (b LeakyBucket) args() [3]int64 { return b.limit().args() }
 
 // share is Rate/hosts and Capacity/hosts, at least 1, over the same Period.
 func (b LeakyBucket) share(hosts int) algo {
@@ -99,6 +106,9 @@ func (b LeakyBucket) share(hosts int) algo {
 }
 
 func (b LeakyBucket) open(st memState, now, cool int64) module {
+	if l := b.limit(); l.fine() {
+		return openFine(st, now, fineTicks(l.exactInterval()), int64(b.Capacity), cool, true)
+	}
 	return &lbModule{tatModule: openTAT(st, now, b.interval(), cool), capacity: int64(b.Capacity)}
 }
 

@@ -89,7 +89,7 @@ func TestLeakyBucketInvalidBeforeIO(t *testing.T) {
 		{"zero capacity", LeakyBucket{Rate: 1}, 1, ErrInvalid},
 		{"negative capacity", LeakyBucket{Rate: 1, Capacity: -2}, 1, ErrInvalid},
 		{"huge capacity", LeakyBucket{Rate: 1e6, Capacity: maxBurst + 1}, 1, ErrInvalid},
-		{"faster than a token per microsecond", LeakyBucket{Rate: 2e6, Capacity: 1}, 1, ErrInvalid},
+		{"faster than a token per nanosecond", LeakyBucket{Rate: 2e9, Capacity: 1}, 1, ErrInvalid},
 		{"slower than the state can span", LeakyBucket{Rate: 1, Period: 1000 * time.Hour, Capacity: 100000}, 1, ErrInvalid},
 		{"too slow for an int64 of microseconds", LeakyBucket{Rate: 1e-20, Capacity: 1}, 1, ErrInvalid},
 		{"zero n", ok, 0, ErrInvalid},

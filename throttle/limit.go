@@ -11,7 +11,9 @@ import (
 // every Period/Rate.
 //
 // The zero Period means one second. Rate must be positive and finite, Burst at
-// least 1, and a bucket may not refill faster than one token per microsecond.
+// least 1, and a bucket may not refill faster than one token per nanosecond
+// (10⁹ a second). A bucket faster than one token per microsecond is kept in
+// picoseconds (see "Fine buckets" in the package documentation).
 type Limit struct {
 	Rate   float64       // tokens added per Period
 	Period time.Duration // 0 means time.Second
@@ -48,13 +50,19 @@ func (l Limit) exactInterval() float64 {
 // is that number, so float noise never costs a microsecond). Working in whole
 // microseconds keeps every store's arithmetic exact; rounding up means a bucket
 // never grants faster than its Limit, and at most 1 µs per token slower.
-func (l Limit) interval() int64 {
-	t := l.exactInterval()
-	if r := math.Round(t); math.Abs(t-r) <= 1e-9*t {
+func (l Limit) interval() int64 { return roundUp(l.exactInterval()) }
+
+// roundUp is x rounded up to a whole number, but a number within 1e-9·x of a
+// whole one is that one.
+func roundUp(x float64) int64 {
+	if r := math.Round(x); math.Abs(x-r) <= 1e-9*x {
 		return int64(r)
 	}
-	return int64(math.Ceil(t))
+	return int64(math.Ceil(x))
 }
+
+// fine reports that l is faster than one token per µs: a fine bucket (fine.go).
+func (l Limit) fine() bool { return l.exactInterval() < 1 }
 
 // Validate reports why l cannot be used, or nil.
 func (l Limit) Validate() error {
@@ -62,7 +70,8 @@ func (l Limit) Validate() error {
 	return err
 }
 
-// validate checks l and returns its interval T, so a call computes it once.
+// validate checks l and returns its interval T, so a call computes it once;
+// T is 0 for a fine bucket, whose T is in ticks (fine.go).
 func (l Limit) validate() (int64, error) {
 	switch {
 	case math.IsNaN(l.Rate) || math.IsInf(l.Rate, 0):
@@ -76,8 +85,11 @@ func (l Limit) validate() (int64, error) {
 	case l.Burst > maxBurst:
 		return 0, invalidf("burst %d is larger than %d", l.Burst, maxBurst)
 	}
-	if l.exactInterval() < 1 {
-		return 0, invalidf("rate %v per %v is faster than one token per microsecond", l.Rate, l.period())
+	if l.exactInterval() < fineMinInterval {
+		return 0, invalidf("rate %v per %v is faster than one token per nanosecond", l.Rate, l.period())
+	}
+	if l.fine() {
+		return 0, nil
 	}
 	t := l.interval()
 	if l.exactInterval() > maxSpan || float64(t)*float64(l.Burst) > maxSpan { // the first: beyond it, t may overflow
@@ -97,9 +109,20 @@ func (l Limit) String() string {
 	return fmt.Sprintf("%g/%v burst %d", l.Rate, l.period(), l.Burst)
 }
 
-func (Limit) kind() kind { return kindTB }
+func (l Limit) kind() kind {
+	if l.fine() {
+		return kindTF
+	}
+	return kindTB
+}
 
-func (l Limit) args() [3]int64 { return [3]int64{l.interval(), int64(l.Burst)} }
+// args are T (in ticks for a fine bucket) and the burst.
+func (l Limit) args() [3]int64 {
+	if l.fine() {
+		return [3]int64{fineTicks(l.exactInterval()), int64(l.Burst)}
+	}
+	return [3]int64{l.interval(), int64(l.Burst)}
+}
 
 // share is Rate/hosts per Period, and Burst/hosts rounded down but at least 1.
 func (l Limit) share(hosts int) algo {
@@ -109,6 +132,9 @@ func (l Limit) share(hosts int) algo {
 }
 
 func (l Limit) open(st memState, now, cool int64) module {
+	if l.fine() {
+		return openFine(st, now, fineTicks(l.exactInterval()), int64(l.Burst), cool, false)
+	}
 	return &tbModule{tatModule: openTAT(st, now, l.interval(), cool), burst: int64(l.Burst)}
 }
 

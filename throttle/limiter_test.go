@@ -41,7 +41,7 @@ func TestInvalidRequestsFailBeforeIO(t *testing.T) {
 		{"negative burst", "k", Limit{Rate: 1, Burst: -3}, 1, ErrInvalid},
 		{"huge burst", "k", Limit{Rate: 1e6, Burst: maxBurst + 1}, 1, ErrInvalid},
 		{"negative period", "k", Limit{Rate: 1, Period: -time.Second, Burst: 1}, 1, ErrInvalid},
-		{"faster than a token per microsecond", "k", Limit{Rate: 2e6, Burst: 1}, 1, ErrInvalid},
+		{"faster than a token per nanosecond", "k", Limit{Rate: 2e9, Burst: 1}, 1, ErrInvalid},
 		{"slower than the state can span", "k", Limit{Rate: 1, Period: 1000 * time.Hour, Burst: 100000}, 1, ErrInvalid},
 		{"too slow for an int64 of microseconds", "k", Limit{Rate: 1e-20, Burst: 1}, 1, ErrInvalid},
 		{"zero n", "k", ok, 0, ErrInvalid},

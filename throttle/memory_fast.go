@@ -37,7 +37,7 @@ func (l *Limiter) tryMemory(ctx context.Context, key string, p Limit, n int) (re
 	return res, true
 }
 
-// interval is p's T if p is valid: from the Limiter's memo of the last
+// interval is p's T if p is valid and not fine: from the Limiter's memo of the last
 // Limit it checked, or checked now and remembered (a program that takes
 // under one Limit checks it once).
 func (l *Limiter) interval(p Limit) (int64, bool) {
@@ -45,7 +45,7 @@ func (l *Limiter) interval(p Limit) (int64, bool) {
 		return m.t, true
 	}
 	t, err := p.validate()
-	if err != nil {
+	if err != nil || t == 0 { // invalid, or a fine bucket: the general path's
 		return 0, false
 	}
 	l.memo.Store(&limitMemo{l: p, t: t})

@@ -35,6 +35,9 @@ func (Limit) isPolicy() {}
 
 // Quota is Burst tokens, and the time an empty bucket takes to refill them.
 func (l Limit) Quota() (int, time.Duration) {
+	if l.fine() {
+		return l.Burst, micros(up(int64(l.Burst) * fineTicks(l.exactInterval())))
+	}
 	return l.Burst, micros(int64(l.Burst) * l.interval())
 }
 
@@ -76,10 +79,12 @@ const (
 	kindFW             // FixedWindow
 	kindSL             // SlidingLog
 	kindSW             // SlidingWindow
+	kindTF             // a fine Limit (fine.go)
+	kindLF             // a fine LeakyBucket
 	numKinds
 )
 
-var kindNames = [numKinds]string{"tb", "lb", "fw", "sl", "sw"}
+var kindNames = [numKinds]string{"tb", "lb", "fw", "sl", "sw", "tf", "lf"}
 
 func (k kind) String() string { return kindNames[k] }
 

@@ -420,7 +420,7 @@ func (s Spec) String() string {
 	if s.InFlight != 0 {
 		fmt.Fprintf(&b, ",%s=%d", optFlight, s.InFlight)
 	}
-	if _, isBucket := s.Limit.(throttle.Limit); isBucket && !s.Adapt {
+	if adaptsByDefault(s.Limit) && !s.Adapt {
 		fmt.Fprintf(&b, ",%s=off", optAdapt)
 	}
 	if s.Floor > 0 {

@@ -67,12 +67,13 @@ func TestParseValid(t *testing.T) {
 		// Adapting: on by default for a token bucket (set by the loop), off on request.
 		{"a=50/s,burst=5,adapt=on,floor=5/s", Spec{Type: "a", Limit: throttle.Limit{Rate: 50, Period: time.Second, Burst: 5}, Floor: 5}},
 		{"a=50/m,burst=5,floor=0.5/s", Spec{Type: "a", Limit: throttle.Limit{Rate: 50, Period: time.Minute, Burst: 5}, Floor: 30}},
-		// The fastest bucket throttle allows: one token per microsecond.
-		{"a=1000000/s,burst=1", Spec{Type: "a", Limit: throttle.Limit{Rate: 1e6, Period: time.Second, Burst: 1}}},
+		// The fastest bucket throttle allows: one token per nanosecond (it
+		// does not adapt: no faster than one per µs does).
+		{"a=1000000000/s,burst=1", Spec{Type: "a", Limit: throttle.Limit{Rate: 1e9, Period: time.Second, Burst: 1}}},
 	}
 	for i, tt := range tests {
-		if _, bucket := tt.want.Limit.(throttle.Limit); bucket {
-			tt.want.Adapt = true // a token bucket adapts unless adapt=off
+		if l, bucket := tt.want.Limit.(throttle.Limit); bucket && l.Rate <= 1e6 {
+			tt.want.Adapt = true // a token bucket adapts unless adapt=off, or faster than 1/µs
 		}
 		got, err := Parse(tt.in)
 		require.NoError(t, err, "%d: %q", i, tt.in)
@@ -117,7 +118,8 @@ func TestParseInvalid(t *testing.T) {
 		{"a=5/d", `limit "a=5/d": unknown unit "d" (want s, m or h)`},
 		{"a=5/", `limit "a=5/": unknown unit "" (want s, m or h)`},
 		{"a=5/1s", `limit "a=5/1s": unknown unit "1s" (want s, m or h)`},
-		{"a=2000000/s", `limit "a=2000000/s": rate 2e+06 per 1s is faster than one token per microsecond`},
+		{"a=2000000000/s", `limit "a=2000000000/s": rate 2e+09 per 1s is faster than one token per nanosecond`},
+		{"a=2000000/s,adapt=on", `limit "a=2000000/s,adapt=on": adapt=on does not apply to a rate faster than one token per microsecond (leave adapt out)`},
 		{"a=5/s,", `limit "a=5/s,": empty option (a stray comma?)`},
 		{"a=5/s,,burst=1", `limit "a=5/s,,burst=1": empty option (a stray comma?)`},
 		{"a=5/s,burst", `limit "a=5/s,burst": option "burst" is not NAME=VALUE`},
@@ -144,7 +146,7 @@ func TestParseInvalid(t *testing.T) {
 		{"a=5/s,global=1/w", `limit "a=5/s,global=1/w": global: unknown unit "w" (want s, m or h)`},
 		{"a=5/s,global=1/s:0", `limit "a=5/s,global=1/s:0": global burst "0" is not a whole number from 1 to 1073741824`},
 		{"a=5/s,global=1/s:", `limit "a=5/s,global=1/s:": global burst "" is not a whole number from 1 to 1073741824`},
-		{"a=5/s,global=9000000/s", `limit "a=5/s,global=9000000/s": global rate 9e+06 per 1s is faster than one token per microsecond`},
+		{"a=5/s,global=9000000000/s", `limit "a=5/s,global=9000000000/s": global rate 9e+09 per 1s is faster than one token per nanosecond`},
 		{"a=5/s,in-flight=0", `limit "a=5/s,in-flight=0": in-flight "0" is not a whole number from 1 to 1073741824`},
 		{"a=5/s,in-flight=2000000", `limit "a=5/s,in-flight=2000000": in-flight: max 2000000 is larger than 1048576`},
 		{"a\x00b=5/s", `limit "a\x00b=5/s": type "a\x00b" contains a control character`},
