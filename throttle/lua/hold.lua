@@ -29,7 +29,7 @@ if mine or held < max then
   if not mine then held = held + 1 end
   redis.call("ZADD", KEYS[1], now + lease, id)
   local last = tonumber(redis.call("ZRANGE", KEYS[1], -1, -1, "WITHSCORES")[2])
-  redis.call("PEXPIRE", KEYS[1], math.ceil((last - now) / 1000))
+  redis.call("PEXPIRE", KEYS[1], math.ceil((last - now) / 1000) + 1000) -- a second of slack, as int.lua's ms
   return {1, 0, held, now, expired}
 end
 

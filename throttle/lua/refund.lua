@@ -18,7 +18,7 @@
 
 local slot = tonumber(ARGV[2])
 if now >= slot then return 0 end
-if not redis.call("SET", KEYS[#KEYS], "1", "NX", "PX", ms(slot - now) + 1000) then return 0 end
+if not redis.call("SET", KEYS[#KEYS], "1", "NX", "PX", ms(slot - now)) then return 0 end -- ms: a second more
 
 local k = (#KEYS - 1) / 4
 for i = 1, k do

@@ -15,5 +15,5 @@ redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", now)
 if not redis.call("ZSCORE", KEYS[1], id) then return 0 end
 redis.call("ZADD", KEYS[1], now + lease, id)
 local last = tonumber(redis.call("ZRANGE", KEYS[1], -1, -1, "WITHSCORES")[2])
-redis.call("PEXPIRE", KEYS[1], math.ceil((last - now) / 1000))
+redis.call("PEXPIRE", KEYS[1], math.ceil((last - now) / 1000) + 1000) -- a second of slack, as int.lua's ms
 return 1
