@@ -78,8 +78,9 @@ func gatedLimiter(t *testing.T, clock Clock) (*Limiter, *gate) {
 			require.NoError(t, s.Load(context.Background(), rdb).Err())
 		}
 	}
-	require.NoError(t, reserveTATScript.Load(context.Background(), rdb).Err())
-	require.NoError(t, reserveFWScript.Load(context.Background(), rdb).Err())
+	for _, s := range []*redis.Script{reserveTATScript, reserveFWScript, reserveSLScript, reserveSWScript} {
+		require.NoError(t, s.Load(context.Background(), rdb).Err())
+	}
 	g := newGate()
 	rdb.AddHook(g)
 	return NewLimiter(NewRedisStore(rdb, WithClock(clock)), WithKeyPrefix(redistest.Prefix(t))), g

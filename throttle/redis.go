@@ -181,14 +181,15 @@ func (s *RedisStore) reserveBatch(ctx context.Context, reqs []request) ([]decisi
 }
 
 // lean reports whether req is one of the commonest calls, which a script of
-// their own serves: one token or leaky bucket (lua/reserve_tat.lua) or one
-// fixed window (lua/reserve_fw.lua), no Share.
+// their own serves: one token or leaky bucket (lua/reserve_tat.lua), one
+// fixed window (lua/reserve_fw.lua), one sliding log or sliding window
+// (lua/reserve_mod.lua over sl.lua or sw.lua), no Share.
 func lean(req *request) bool {
 	if len(req.more) > 0 || req.share != nil {
 		return false
 	}
 	k := req.one.algo().kind()
-	return k == kindTB || k == kindLB || k == kindFW
+	return k == kindTB || k == kindLB || k == kindFW || k == kindSL || k == kindSW
 }
 
 // reserveLean is reserveBatch for calls that lean accepts, by their script;
@@ -197,11 +198,7 @@ func lean(req *request) bool {
 func (s *RedisStore) reserveLean(ctx context.Context, reqs []request) ([]decision, error) {
 	b := &reqs[0].one
 	a := b.algo()
-	st := stateKey(reqs[0].prefix, b.Key, a)
-	ak := st
-	if _, ok := a.(Adaptive); ok {
-		ak = adaptKey(reqs[0].prefix, b.Key)
-	}
+	all := bucketKeys(make([]string, 0, 4), reqs[0].prefix, b)
 	m := len(reqs)
 	args := make([]any, 2+m, 7+m)
 	args[0], args[1] = s.now(), m
@@ -209,11 +206,16 @@ func (s *RedisStore) reserveLean(ctx context.Context, reqs []request) ([]decisio
 		args[2+i] = reqs[i].maxWait
 	}
 	args = bucketArgs(args, b)
-	script := reserveTATScript
-	if a.kind() == kindFW {
+	script, keys := reserveTATScript, []string{all[0], all[3]} // state, adaptive rate
+	switch a.kind() {
+	case kindFW:
 		script = reserveFWScript
+	case kindSL:
+		script, keys = reserveSLScript, all
+	case kindSW:
+		script, keys = reserveSWScript, all
 	}
-	v, err := script.Run(ctx, s.rdb, []string{st, ak}, args...).Result()
+	v, err := script.Run(ctx, s.rdb, keys, args...).Result()
 	if err != nil {
 		return nil, s.fail("reserve", err)
 	}

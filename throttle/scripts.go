@@ -50,6 +50,8 @@ var (
 	reserveTATLua string
 	//go:embed lua/reserve_fw.lua
 	reserveFWLua string
+	//go:embed lua/reserve_mod.lua
+	reserveModLua string
 	//go:embed lua/refund.lua
 	refundLua string
 	//go:embed lua/cooldown.lua
@@ -65,6 +67,8 @@ var (
 	adaptScript        = newScript(adaptLua)
 	reserveTATScript   = newScript(intLua + "\n" + reserveTATLua)
 	reserveFWScript    = newScript(intLua + "\n" + reserveFWLua)
+	reserveSLScript    = newScript(intLua + "\n" + preludeLua + "\n" + slLua + "\n" + reserveModLua)
+	reserveSWScript    = newScript(intLua + "\n" + preludeLua + "\n" + swLua + "\n" + reserveModLua)
 )
 
 // scriptOp is a bucket script's operation.

@@ -134,7 +134,9 @@ func (l SlidingLog) status(log []int64, now int64) (remaining int, reset int64) 
 func (l SlidingLog) open(st memState, now, cool int64) module {
 	m := &slModule{l: l, cool: cool}
 	if s, ok := st.(*slidingLogState); ok && !s.idleAt(now) {
-		m.log = s.log
+		// lua/sl.lua's trim: the entries no window ending at now or later holds go.
+		edge := now - l.window()
+		m.log = s.log[sort.Search(len(s.log), func(i int) bool { return s.log[i] > edge }):]
 	}
 	return m
 }

@@ -21,6 +21,32 @@ function M.sl.load(b)
   if b.k > 0 then b.last = tonumber(redis.call("LINDEX", b.key, -1)) end
   b.h = redis.call("EXISTS", b.hkey) == 1
   b.hold = cooldown(b)
+  M.sl.trim(b)
+end
+
+-- trim drops the entries at or before now - Window from the log's front: no
+-- window that ends at now or later holds them, and every question a call
+-- asks of the log is about such windows (tail's e_(k-Max+n) + Window, if it
+-- was dropped, is at or before now; figures then counts every entry left).
+-- It looks 1, 2, 4... entries in, then halves: few reads where few entries
+-- leave, the usual case, and O(log k) where many do.
+function M.sl.trim(b)
+  local edge = now - b.a2
+  if b.k == 0 or tonumber(redis.call("LINDEX", b.key, 0)) > edge then return end
+  if b.last <= edge then
+    redis.call("DEL", b.key)
+    b.k, b.last = 0, nil
+    return
+  end
+  local function old(i) return tonumber(redis.call("LINDEX", b.key, i)) <= edge end
+  local lo, hi = 0, 1 -- old(lo); the first entry after the edge is in (lo, hi]
+  while old(hi) do lo, hi = hi, math.min(hi * 2, b.k - 1) end
+  while hi - lo > 1 do
+    local mid = math.floor((lo + hi) / 2)
+    if old(mid) then lo = mid else hi = mid end
+  end
+  redis.call("LTRIM", b.key, hi, -1)
+  b.k = b.k - hi
 end
 
 function M.sl.flag(b, on) b.h = on end
@@ -65,21 +91,14 @@ function M.sl.commit(b, s)
 end
 
 -- figures: the most a request could have at once (0 while a booking lies
--- ahead), and the µs until the last entry leaves the window.
+-- ahead), and the µs until the last entry leaves the window. After trim every
+-- entry is in (now - Window, now] once none lies ahead.
 function M.sl.figures(b)
   if b.k == 0 then return b.a1, 0 end
   local reset = b.last + b.a2 - now
   if reset < 0 then reset = 0 end
   if b.last > now then return 0, reset end
-  -- entries in (now - Window, now]: the first index (0-based) with an entry
-  -- after the edge is in [lo, hi].
-  local edge = now - b.a2
-  local lo, hi = 0, b.k
-  while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
-    if tonumber(redis.call("LINDEX", b.key, mid)) > edge then hi = mid else lo = mid + 1 end
-  end
-  local left = b.a1 - (b.k - lo)
+  local left = b.a1 - b.k
   if left < 0 then left = 0 end
   return left, reset
 end
