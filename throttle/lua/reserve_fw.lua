@@ -19,6 +19,8 @@ if st[5] == "1" then return {3} end
 local cur = floordiv(now, W)
 local w, c = tonumber(st[1]), tonumber(st[2])
 if w == nil or c == nil or tonumber(st[3]) ~= W or w < cur then w, c = cur, 0 end
+local w0 = tonumber(st[1]) -- the window the key holds, if its state stands
+if c == 0 then w0 = nil end
 local hold = tonumber(st[4]) or 0
 
 local out, wrote = {}, false
@@ -48,7 +50,10 @@ for j = 1, m do
   out[#out + 1] = now
   out[#out + 1] = handle
 end
-if wrote then
+if wrote and w == w0 then
+  -- the same window: only its count moves; the TTL set with it still holds
+  redis.call("HSET", KEYS[1], "c", c)
+elseif wrote then
   local till = (w + 1) * W
   if hold > till then till = hold end
   redis.call("HSET", KEYS[1], "w", w, "c", c, "W", W, "h", hold, "x", 0)
