@@ -86,12 +86,18 @@ function F.hold(b, till, leaky)
   end
 end
 
-M.tf = {
-  load = F.load, flag = F.flag, commit = F.commit, istail = F.istail, has = F.has,
-  release = F.release, holetill = F.holetill, nextturn = F.nextturn,
-  rollback = function(b) F.rollback(b, false) end,
-  hold = function(b, till) F.hold(b, till, false) end,
-}
+-- module is what the token (leaky false) and leaky fine buckets share; each
+-- adds its tail and figures.
+function F.module(leaky)
+  return {
+    load = F.load, flag = F.flag, commit = F.commit, istail = F.istail, has = F.has,
+    release = F.release, holetill = F.holetill, nextturn = F.nextturn,
+    rollback = function(b) F.rollback(b, leaky) end,
+    hold = function(b, till) F.hold(b, till, leaky) end,
+  }
+end
+
+M.tf = F.module(false)
 
 function M.tf.tail(b)
   local need = b.n * b.a1
@@ -105,12 +111,7 @@ function M.tf.figures(b)
   return left, F.up(b.rel)
 end
 
-M.lf = {
-  load = F.load, flag = F.flag, commit = F.commit, istail = F.istail, has = F.has,
-  release = F.release, holetill = F.holetill, nextturn = F.nextturn,
-  rollback = function(b) F.rollback(b, true) end,
-  hold = function(b, till) F.hold(b, till, true) end,
-}
+M.lf = F.module(true)
 
 function M.lf.tail(b, maxwait)
   local over = b.rel + (b.n - b.a2) * b.a1

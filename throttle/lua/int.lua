@@ -27,6 +27,14 @@ end
 
 local function fmt(x) return string.format("%.0f", x) end
 
+-- reply appends one call's reply of a lean script (reserve_tat.lua,
+-- reserve_fw.lua, reserve_mod.lua) to out: reserve.lua's first five fields
+-- and the bucket's handle.
+local function reply(out, granted, wait, left, reset, handle)
+  local i = #out
+  out[i + 1], out[i + 2], out[i + 3], out[i + 4], out[i + 5], out[i + 6] = granted, wait, left, reset, now, handle
+end
+
 -- atrate is an adaptive token bucket (Adaptive) at the fleet's effective
 -- rate, read from akey (adapt.lua; none, or "ceiling", leaves the ceiling):
 -- T becomes the period (per, µs) over that rate, rounded up as

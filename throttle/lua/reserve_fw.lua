@@ -43,12 +43,7 @@ for j = 1, m do
   if hold > r then r = hold end
   r = r - now
   if r < 0 then r = 0 end
-  out[#out + 1] = granted
-  out[#out + 1] = wait
-  out[#out + 1] = left
-  out[#out + 1] = r
-  out[#out + 1] = now
-  out[#out + 1] = handle
+  reply(out, granted, wait, left, r, handle)
 end
 if wrote and w == w0 then
   -- the same window: only its count moves; the TTL set with it still holds

@@ -29,11 +29,6 @@ for j = 1, m do
     if maxwait < 0 or wait <= maxwait then granted, handle = 1, mod.commit(b, e) end
   end
   local left, reset = mod.figures(b)
-  out[#out + 1] = granted
-  out[#out + 1] = wait
-  out[#out + 1] = left
-  out[#out + 1] = reset
-  out[#out + 1] = now
-  out[#out + 1] = handle
+  reply(out, granted, wait, left, reset, handle)
 end
 return out

@@ -66,12 +66,7 @@ for j = 1, m do
     left = burst - ceildiv(ahead, T)
   end
   if left < 0 then left = 0 end
-  out[#out + 1] = granted
-  out[#out + 1] = wait
-  out[#out + 1] = left
-  out[#out + 1] = ahead
-  out[#out + 1] = now
-  out[#out + 1] = handle
+  reply(out, granted, wait, left, ahead, handle)
   if per > 0 then
     out[#out + 1] = T
     out[#out + 1] = burst
