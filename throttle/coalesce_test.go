@@ -88,10 +88,10 @@ func gatedLimiter(t *testing.T, clock Clock) (*Limiter, *gate) {
 
 // Calls that queue behind one in flight go in one script call, and the
 // store's answers are exactly those of the same calls made one at a time:
-// the same slots, for every policy.
+// the same slots, for every policy, fine buckets (fine.go) included.
 func TestCoalescedCallsAreExact(t *testing.T) {
 	const calls = 100
-	for _, p := range policiesPer(time.Second) {
+	for _, p := range append(policiesPer(time.Second), Limit{Rate: 1e9, Burst: 50}, LeakyBucket{Rate: 3e8, Capacity: 200}) {
 		t.Run(fmt.Sprintf("%T", p), func(t *testing.T) {
 			clock := newFakeClock()
 			lim, g := gatedLimiter(t, clock)

@@ -182,3 +182,46 @@ func TestFineHorizon(t *testing.T) {
 		})
 	}
 }
+
+// A fine bucket through the Limiter, on both stores alike: Peek, a
+// Reserve's refund and a Cooldown. (Waits of a second: a Reservation's
+// Cancel reads the real clock.)
+func TestFineThroughTheLimiter(t *testing.T) {
+	clock := newFakeClock()
+	stores := map[string]Store{
+		"memory": NewMemoryStore(WithClock(clock)),
+		"redis":  NewRedisStore(redistest.Shared(t).Client(t), WithClock(clock)),
+	}
+	big := Limit{Rate: 2e6, Burst: 2e6} // T = 0.5 µs, a second's burst
+	for name, st := range stores {
+		t.Run(name, func(t *testing.T) {
+			l := NewLimiter(st, WithKeyPrefix(redistest.Prefix(t)))
+			ctx := context.Background()
+			res, err := l.TryAcquire(ctx, "nic", big, 2e6)
+			require.NoError(t, err)
+			require.True(t, res.Allowed)
+			require.Equal(t, 0, res.Remaining)
+			require.Equal(t, time.Second, res.ResetAfter)
+
+			s, err := l.Peek(ctx, "nic", big)
+			require.NoError(t, err)
+			require.Equal(t, State{Remaining: 0, NextFree: time.Microsecond, ResetAfter: time.Second}, s, "one token is 0.5 µs away: a whole µs")
+
+			r, err := l.Reserve(ctx, "nic", big, 2e6, 2*time.Second)
+			require.NoError(t, err)
+			require.Equal(t, int64(1e6), r.d.wait, "the whole burst again: a second")
+			require.NoError(t, r.Cancel(ctx))
+			s, err = l.Peek(ctx, "nic", big)
+			require.NoError(t, err)
+			require.Equal(t, time.Microsecond, s.NextFree, "the refund put the bucket back")
+
+			next, err := l.Cooldown(ctx, "nic", big, 5*time.Millisecond)
+			require.NoError(t, err)
+			require.Equal(t, 5*time.Millisecond, next)
+			s, err = l.Peek(ctx, "nic", big)
+			require.NoError(t, err)
+			require.Equal(t, 5*time.Millisecond, s.NextFree)
+			require.Equal(t, 5*time.Millisecond, s.Cooldown)
+		})
+	}
+}
