@@ -80,6 +80,7 @@ func TestHotAndCostRun(t *testing.T) {
 			}
 		case "pool":
 			assert.Contains(t, out.String(), "no-op jobs/s through a workers.Pool")
+			assert.Contains(t, out.String(), "limiter in process")
 		}
 	}
 }

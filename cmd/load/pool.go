@@ -17,17 +17,20 @@ import (
 
 // poolFigures are no-op jobs per second, through a plain asynq server and
 // through a workers.Pool whose limit never denies (its limiter on the same
-// Redis), each the better of two runs taken in turn.
+// Redis: coalesced and not; or in process, a MemoryStore, which shows what
+// the pool costs without its reserve round trip), each the better of two
+// runs taken in turn.
 type poolFigures struct {
-	asynq, pool, poolSingle float64
+	asynq, pool, poolSingle, poolMemory float64
 }
 
 // never is a limit no load here reaches: the pool's cost, not its waiting.
 var never = throttle.Limit{Rate: 1e6, Period: time.Second, Burst: 1 << 20}
 
 // poolRates runs c.poolJobs no-op jobs with c.poolConcurrency workers:
-// plain asynq, the pool (calls coalesced, as it runs by default) and the
-// pool with every reserve a round trip of its own; twice each, in turn.
+// plain asynq, the pool (calls coalesced, as it runs by default), the pool
+// with every reserve a round trip of its own, and the pool on a MemoryStore;
+// twice each, in turn.
 func poolRates(ctx context.Context, c config, url string, log io.Writer) (poolFigures, error) {
 	opt, err := redis.ParseURL(url)
 	if err != nil {
@@ -36,7 +39,7 @@ func poolRates(ctx context.Context, c config, url string, log io.Writer) (poolFi
 	conn := asynq.RedisClientOpt{Addr: opt.Addr, Username: opt.Username, Password: opt.Password, DB: opt.DB, TLSConfig: opt.TLSConfig}
 	var f poolFigures
 	for round := range 2 {
-		for _, mode := range []string{"asynq", "pool", "single"} {
+		for _, mode := range []string{"asynq", "pool", "single", "memory"} {
 			fmt.Fprintf(log, "load: %d no-op jobs, %d workers, %s, run %d...\n", c.poolJobs, c.poolConcurrency, mode, round+1)
 			rate, err := poolRun(ctx, c, conn, opt, mode)
 			if err != nil {
@@ -47,8 +50,10 @@ func poolRates(ctx context.Context, c config, url string, log io.Writer) (poolFi
 				f.asynq = max(f.asynq, rate)
 			case "pool":
 				f.pool = max(f.pool, rate)
-			default:
+			case "single":
 				f.poolSingle = max(f.poolSingle, rate)
+			default:
+				f.poolMemory = max(f.poolMemory, rate)
 			}
 		}
 	}
@@ -98,7 +103,11 @@ func poolRun(ctx context.Context, c config, conn asynq.RedisClientOpt, opt *redi
 		if mode == "single" {
 			lopts = append(lopts, throttle.WithoutCoalescing())
 		}
-		pool, err := workers.NewPool(workers.Config{Redis: conn, Limiter: throttle.NewLimiter(throttle.NewRedisStore(rdb), lopts...),
+		var store throttle.Store = throttle.NewRedisStore(rdb)
+		if mode == "memory" {
+			store = throttle.NewMemoryStore()
+		}
+		pool, err := workers.NewPool(workers.Config{Redis: conn, Limiter: throttle.NewLimiter(store, lopts...),
 			Concurrency: c.poolConcurrency, Queues: map[string]int{queue: 1}, Logger: quiet})
 		if err != nil {
 			return 0, err
