@@ -23,6 +23,7 @@ type Limiter struct {
 	hl    *health                   // the store's health under FailClosed and FailOpen; nil under FailLocal
 	err   error                     // configuration error, returned by every call
 	co    *coalescer                // the lines of calls sharing round trips (coalesce.go); nil: none
+	pf    *prefetcher               // grants booked ahead for one-bucket calls (prefetch.go); nil: none
 	mem   *MemoryStore              // the store, if it is one: TryAcquire's fast path (memory_fast.go)
 	memo  atomic.Pointer[limitMemo] // the last Limit the fast path checked, with its T
 }
@@ -44,6 +45,9 @@ func NewLimiter(store Store, opts ...Option) *Limiter {
 	}
 	if _, ok := store.(*RedisStore); ok && !c.noCoalescing {
 		l.co = newCoalescer()
+	}
+	if _, ok := store.(*RedisStore); ok && c.prefetch > 0 {
+		l.pf = newPrefetcher(c.prefetch)
 	}
 	l.mem, _ = store.(*MemoryStore)
 	return l
@@ -314,6 +318,11 @@ func (l *Limiter) reserve(ctx context.Context, req request) (*Reservation, error
 // from the decision: l, or for a local decision the Limiter over the local
 // store, in which case *req has become the request that store answered.
 func (l *Limiter) decide(ctx context.Context, req *request) (decision, *Limiter, error) {
+	if l.pf != nil {
+		if sh, ok := shapeOf(req); ok && sh.k == 1 {
+			return l.pf.decide(ctx, l, sh, req)
+		}
+	}
 	if l.co != nil {
 		if sh, ok := shapeOf(req); ok {
 			return l.co.decide(ctx, l, sh, req)

@@ -81,6 +81,7 @@ func TestHotAndCostRun(t *testing.T) {
 		case "pool":
 			assert.Contains(t, out.String(), "no-op jobs/s through a workers.Pool")
 			assert.Contains(t, out.String(), "limiter in process")
+			assert.Contains(t, out.String(), "the same with throttle.WithPrefetch(4)")
 		}
 	}
 }

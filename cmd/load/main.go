@@ -154,7 +154,8 @@ throughput against a trivial EVALSHA, the memory store, an idle bucket's size;
 one hot key from two processes (this one and a copy of itself) against the raw
 one-key EVALSHA ceiling and go-redis/redis_rate; the server's CPU per decision
 of each policy against redis_rate's (INFO commandstats); no-op jobs per second
-through a workers.Pool (its limiter on Redis, coalesced or not, or in process)
+through a workers.Pool (its limiter on Redis coalesced, not, or prefetching;
+or in process)
 against a plain asynq server.
 
 Flags:
@@ -305,6 +306,8 @@ func (r *report) print(w io.Writer, c config) {
 		fmt.Fprintf(tw, "no-op jobs/s through a workers.Pool (%d workers, limit never denies)\t%.0f/s (%.2fx); uncoalesced %.0f/s (%.2fx); limiter in process %.0f/s (%.2fx)\t%.0f/s (plain asynq server)\t>= 0.95x\t%s\n",
 			c.poolConcurrency, r.pool.pool, r.pool.pool/r.pool.asynq, r.pool.poolSingle, r.pool.poolSingle/r.pool.asynq,
 			r.pool.poolMemory, r.pool.poolMemory/r.pool.asynq, r.pool.asynq, verdict(r.pool.pool >= 0.95*r.pool.asynq))
+		fmt.Fprintf(tw, "the same with throttle.WithPrefetch(%d)\t%.0f/s (%.2fx)\t%.0f/s (plain asynq server)\t>= 0.95x\t%s\n",
+			c.poolConcurrency, r.pool.poolPrefetch, r.pool.poolPrefetch/r.pool.asynq, r.pool.asynq, verdict(r.pool.poolPrefetch >= 0.95*r.pool.asynq))
 	}
 	for _, row := range r.cost {
 		target := 1.0

@@ -17,11 +17,11 @@ import (
 
 // poolFigures are no-op jobs per second, through a plain asynq server and
 // through a workers.Pool whose limit never denies (its limiter on the same
-// Redis: coalesced and not; or in process, a MemoryStore, which shows what
-// the pool costs without its reserve round trip), each the better of two
-// runs taken in turn.
+// Redis: coalesced, not, or with throttle.WithPrefetch; or in process, a
+// MemoryStore, which shows what the pool costs without its reserve round
+// trip), each the better of two runs taken in turn.
 type poolFigures struct {
-	asynq, pool, poolSingle, poolMemory float64
+	asynq, pool, poolSingle, poolPrefetch, poolMemory float64
 }
 
 // never is a limit no load here reaches: the pool's cost, not its waiting.
@@ -29,8 +29,8 @@ var never = throttle.Limit{Rate: 1e6, Period: time.Second, Burst: 1 << 20}
 
 // poolRates runs c.poolJobs no-op jobs with c.poolConcurrency workers:
 // plain asynq, the pool (calls coalesced, as it runs by default), the pool
-// with every reserve a round trip of its own, and the pool on a MemoryStore;
-// twice each, in turn.
+// with every reserve a round trip of its own, with WithPrefetch(workers), and
+// on a MemoryStore; twice each, in turn.
 func poolRates(ctx context.Context, c config, url string, log io.Writer) (poolFigures, error) {
 	opt, err := redis.ParseURL(url)
 	if err != nil {
@@ -39,7 +39,7 @@ func poolRates(ctx context.Context, c config, url string, log io.Writer) (poolFi
 	conn := asynq.RedisClientOpt{Addr: opt.Addr, Username: opt.Username, Password: opt.Password, DB: opt.DB, TLSConfig: opt.TLSConfig}
 	var f poolFigures
 	for round := range 2 {
-		for _, mode := range []string{"asynq", "pool", "single", "memory"} {
+		for _, mode := range []string{"asynq", "pool", "single", "prefetch", "memory"} {
 			fmt.Fprintf(log, "load: %d no-op jobs, %d workers, %s, run %d...\n", c.poolJobs, c.poolConcurrency, mode, round+1)
 			rate, err := poolRun(ctx, c, conn, opt, mode)
 			if err != nil {
@@ -52,6 +52,8 @@ func poolRates(ctx context.Context, c config, url string, log io.Writer) (poolFi
 				f.pool = max(f.pool, rate)
 			case "single":
 				f.poolSingle = max(f.poolSingle, rate)
+			case "prefetch":
+				f.poolPrefetch = max(f.poolPrefetch, rate)
 			default:
 				f.poolMemory = max(f.poolMemory, rate)
 			}
@@ -100,8 +102,11 @@ func poolRun(ctx context.Context, c config, conn asynq.RedisClientOpt, opt *redi
 		defer rdb.Close()
 		var lopts []throttle.Option
 		lopts = append(lopts, throttle.WithKeyPrefix(queue+":"))
-		if mode == "single" {
+		switch mode {
+		case "single":
 			lopts = append(lopts, throttle.WithoutCoalescing())
+		case "prefetch":
+			lopts = append(lopts, throttle.WithPrefetch(c.poolConcurrency))
 		}
 		var store throttle.Store = throttle.NewRedisStore(rdb)
 		if mode == "memory" {

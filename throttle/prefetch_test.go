@@ -1,0 +1,118 @@
+package throttle
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// prefetchLimiter is a Limiter with WithPrefetch(n) over the shared
+// redis-server on clock, its script calls counted, prefetched grants fresh
+// for an hour unless the test says otherwise.
+func prefetchLimiter(t *testing.T, clock Clock, n int) (*Limiter, *gate) {
+	rdb := redistest.Shared(t).Client(t)
+	g := newGate()
+	rdb.AddHook(g)
+	l := NewLimiter(NewRedisStore(rdb, WithClock(clock)), WithKeyPrefix(redistest.Prefix(t)), WithPrefetch(n))
+	l.pf.fresh = time.Hour
+	// Load the scripts, so that each call below is one EVALSHA.
+	warm := Limit{Rate: 1, Burst: 1}
+	_, err := l.TryAcquire(context.Background(), "warm", warm, 1)
+	require.NoError(t, err)
+	_, err = l.Peek(context.Background(), "warm", warm)
+	require.NoError(t, err)
+	g.scripts.Store(0)
+	return l, g
+}
+
+// A call books extras after its own grant; the calls that follow take them
+// without a round trip; the next booking asks for twice the demand plus
+// one, at most n; stale extras are dropped (and stay spent in the bucket).
+func TestPrefetchBooksAndServes(t *testing.T) {
+	lim, g := prefetchLimiter(t, newFakeClock(), 8)
+	ctx := context.Background()
+	l := Limit{Rate: 1, Period: time.Hour, Burst: 100}
+	try := func() {
+		t.Helper()
+		res, err := lim.TryAcquire(ctx, "k", l, 1)
+		require.NoError(t, err)
+		require.True(t, res.Allowed)
+	}
+	left := func() int {
+		t.Helper()
+		st, err := lim.Peek(ctx, "k", l)
+		require.NoError(t, err)
+		g.scripts.Add(-1) // Peek's own call
+		return st.Remaining
+	}
+
+	try() // its own grant and one extra
+	assert.Equal(t, int64(1), g.scripts.Load())
+	assert.Equal(t, 98, left())
+	try() // the extra
+	assert.Equal(t, int64(1), g.scripts.Load(), "taken without a round trip")
+	try() // a booking of 1 + 3 (one taken: 2·1+1)
+	assert.Equal(t, int64(2), g.scripts.Load())
+	assert.Equal(t, 94, left())
+	for range 3 {
+		try()
+	}
+	assert.Equal(t, int64(2), g.scripts.Load())
+	try() // 1 + 7 (2·3+1)
+	assert.Equal(t, 86, left())
+	try()
+	lim.pf.fresh = 0 // the six extras left go stale
+	try()            // 1 + 3 (one taken), the stale ones dropped
+	assert.Equal(t, int64(4), g.scripts.Load())
+	assert.Equal(t, 82, left(), "stale extras stay spent")
+}
+
+// Under prefetch, many concurrent callers on a bucket of 50 get exactly 50
+// grants between them: extras are grants the bucket made, never more.
+func TestPrefetchNeverGrantsMore(t *testing.T) {
+	lim, _ := prefetchLimiter(t, newFakeClock(), 16)
+	ctx := context.Background()
+	l := Limit{Rate: 1, Period: time.Hour, Burst: 50}
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				res, err := lim.TryAcquire(ctx, "k", l, 1)
+				assert.NoError(t, err)
+				if res.Allowed {
+					allowed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, int64(50), allowed.Load(), "exactly the burst")
+	st, err := lim.Peek(ctx, "k", l)
+	require.NoError(t, err)
+	assert.Equal(t, 0, st.Remaining)
+}
+
+// A bucket that cannot grant at once books no extra: a waiting call goes to
+// the store alone, its grant at its own slot.
+func TestPrefetchNothingUnderContention(t *testing.T) {
+	lim, g := prefetchLimiter(t, newFakeClock(), 8)
+	ctx := context.Background()
+	l := Limit{Rate: 1, Period: time.Hour, Burst: 1}
+	r, err := lim.Reserve(ctx, "k", l, 1, -1)
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), r.d.wait)
+	r, err = lim.Reserve(ctx, "k", l, 1, 3*time.Hour)
+	require.NoError(t, err)
+	assert.Equal(t, int64(3600e6), r.d.wait, "the next turn, an hour on: no extra took it")
+	assert.Equal(t, int64(2), g.scripts.Load())
+}
