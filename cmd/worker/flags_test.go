@@ -34,7 +34,7 @@ func TestHelp(t *testing.T) {
 		assert.Empty(t, r.stderr, arg)
 	}
 	assert.Contains(t, usage, "Examples:\n  worker --redis redis://")
-	for _, name := range []string{"redis", "limiter-redis", "concurrency", "limit", "limits", "max-wait", "queues",
+	for _, name := range []string{"redis", "limiter-redis", "concurrency", "prefetch", "limit", "limits", "max-wait", "queues",
 		"strict-priority", "horizon", "shutdown-timeout", "status-interval", "metrics-addr", "key-prefix",
 		"failure-policy", "hosts", "http-timeout", "log-format", "log-level", "unlimited", "version"} {
 		assert.Contains(t, usage, "\n  --"+name+" ", name)
@@ -48,6 +48,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 	assert.Equal(t, "redis://127.0.0.1:6379/3", c.redisURL)
 	assert.Equal(t, "redis://127.0.0.1:6379/3", c.limiterURL)
 	assert.Equal(t, 10, c.concurrency)
+	assert.Equal(t, 0, c.prefetch)
 	assert.Empty(t, c.limits)
 	assert.Empty(t, c.limitsFile)
 	assert.Equal(t, 5*time.Second, c.maxWait)
@@ -70,7 +71,7 @@ func TestParseFlags(t *testing.T) {
 	t.Setenv("REDIS_URL", "redis://ignored:6379")
 	c, err := parseFlags([]string{
 		"--redis", "redis://q:6379/0", "--limiter-redis", "rediss://l:6380/1",
-		"--concurrency", "50", "--limit", "a=1/s", "--limit", "b=2/m", "--limits", "limits.json",
+		"--concurrency", "50", "--prefetch", "32", "--limit", "a=1/s", "--limit", "b=2/m", "--limits", "limits.json",
 		"--max-wait", "2s", "--queues", " critical=6, default=3,low ", "--strict-priority",
 		"--horizon", "1h", "--shutdown-timeout", "10s", "--status-interval", "0", "--metrics-addr", ":9090",
 		"--key-prefix", "", "--failure-policy", "local", "--hosts", "8", "--http-timeout", "3s",
@@ -80,6 +81,7 @@ func TestParseFlags(t *testing.T) {
 	assert.Equal(t, "redis://q:6379/0", c.redisURL)
 	assert.Equal(t, "rediss://l:6380/1", c.limiterURL)
 	assert.Equal(t, 50, c.concurrency)
+	assert.Equal(t, 32, c.prefetch)
 	assert.Equal(t, []string{"a=1/s", "b=2/m"}, c.limits)
 	assert.Equal(t, "limits.json", c.limitsFile)
 	assert.Equal(t, 2*time.Second, c.maxWait)
@@ -175,6 +177,8 @@ func TestBadInput(t *testing.T) {
 		{with("--colour", "blue"), "flag provided but not defined: -colour"},
 		{with("extra"), `unexpected argument "extra" (every option is a --flag)`},
 		{with("--concurrency", "0"), "--concurrency 0 must be at least 1"},
+		{with("--prefetch", "-1"), "--prefetch -1 must be from 0 to 255"},
+		{with("--prefetch", "256"), "--prefetch 256 must be from 0 to 255"},
 		{with("--concurrency", "many"), `invalid value "many" for flag -concurrency: parse error`},
 		{with("--max-wait", "0s"), "--max-wait 0s must be positive"},
 		{with("--horizon", "-1h"), "--horizon -1h0m0s must be positive"},

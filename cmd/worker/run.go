@@ -204,6 +204,9 @@ func limiterOptions(c config, rc redisConfig, log *slog.Logger, tel *telemetry, 
 			log.Info("limiter Redis back: jobs take their turns from the shared limits again", redisAttr, slog.String("mode", mode))
 		}),
 	}
+	if c.prefetch > 0 {
+		opts = append(opts, throttle.WithPrefetch(c.prefetch))
+	}
 	switch {
 	case c.failure == throttle.FailLocal && hosts != nil:
 		opts = append(opts, throttle.WithHosts(hosts))
