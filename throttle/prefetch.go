@@ -11,8 +11,10 @@ import (
 // bucket can make at once (each with a longest wait of 0, decided after the
 // call's own, so they only take what it left); the calls of that shape that
 // follow in this process within prefetchFresh take them without a round
-// trip. How many it books follows the demand: twice as many as the calls
-// that took from the last booking, plus one, at most the option's n.
+// trip. How many it books follows the demand: none unless the shape's last
+// booking came back within prefetchFresh (calls sparser than that would
+// lose what they booked), else twice as many as the calls that took from
+// it, plus one, at most the option's n.
 //
 // The promise holds on the bucket's books: every prefetched grant is a grant
 // the bucket made at the instant it was booked. The caller that takes it
@@ -32,12 +34,14 @@ type prefetcher struct {
 	fresh   time.Duration // prefetchFresh; tests change it
 	mu      sync.Mutex
 	stashes map[shape]*stash
+	sweepAt int // the map's size at which stale shapes are swept out
 }
 
 // stash is one shape's prefetched grants.
 type stash struct {
 	ds    []prefetched
-	taken int // grants taken since the last booking
+	taken int       // grants taken since the last booking
+	last  time.Time // when the last booking came back
 }
 
 type prefetched struct {
@@ -46,13 +50,13 @@ type prefetched struct {
 }
 
 func newPrefetcher(n int) *prefetcher {
-	return &prefetcher{max: n, fresh: prefetchFresh, stashes: make(map[shape]*stash)}
+	return &prefetcher{max: n, fresh: prefetchFresh, stashes: make(map[shape]*stash), sweepAt: 64}
 }
 
 // decide is Limiter.decide for a one-bucket shape: a prefetched grant if a
 // fresh one is stashed, else a store call that books req and the extras.
 func (p *prefetcher) decide(ctx context.Context, l *Limiter, sh shape, req *request) (decision, *Limiter, error) {
-	want := 1
+	want := 0
 	p.mu.Lock()
 	if s := p.stashes[sh]; s != nil {
 		for len(s.ds) > 0 {
@@ -64,7 +68,9 @@ func (p *prefetcher) decide(ctx context.Context, l *Limiter, sh shape, req *requ
 				return x.d, l, nil
 			}
 		}
-		want = min(p.max, 2*s.taken+1)
+		if time.Since(s.last) <= p.fresh {
+			want = min(p.max, 2*s.taken+1)
+		}
 		s.taken = 0
 	}
 	p.mu.Unlock()
@@ -94,14 +100,27 @@ func (p *prefetcher) decide(ctx context.Context, l *Limiter, sh shape, req *requ
 		s = &stash{}
 		p.stashes[sh] = s
 	}
+	s.last = now
 	for _, d := range ds[1:] {
 		if d.granted {
 			s.ds = append(s.ds, prefetched{d: d, got: now})
 		}
 	}
-	if len(s.ds) == 0 && s.taken == 0 {
-		delete(p.stashes, sh) // nothing to keep: the map holds only busy shapes
+	if len(p.stashes) >= p.sweepAt {
+		p.sweep()
 	}
 	p.mu.Unlock()
 	return ds[0], l, nil
+}
+
+// sweep drops the shapes whose last booking is older than p.fresh (their
+// grants are all stale), then waits for the map to double before the next
+// sweep, so a call pays O(1) for it on average. p.mu is held.
+func (p *prefetcher) sweep() {
+	for sh, s := range p.stashes {
+		if time.Since(s.last) > p.fresh {
+			delete(p.stashes, sh)
+		}
+	}
+	p.sweepAt = max(64, 2*len(p.stashes))
 }

@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,9 +33,11 @@ func prefetchLimiter(t *testing.T, clock Clock, n int) (*Limiter, *gate) {
 	return l, g
 }
 
-// A call books extras after its own grant; the calls that follow take them
-// without a round trip; the next booking asks for twice the demand plus
-// one, at most n; stale extras are dropped (and stay spent in the bucket).
+// A shape's first call books only its own grant; a call that comes within
+// the freshness of the last booking books extras after its own; the calls
+// that follow take them without a round trip; the next booking asks for
+// twice the demand plus one, at most n; stale extras are dropped (and stay
+// spent in the bucket), and a call after a stale booking books no extra.
 func TestPrefetchBooksAndServes(t *testing.T) {
 	lim, g := prefetchLimiter(t, newFakeClock(), 8)
 	ctx := context.Background()
@@ -53,25 +56,46 @@ func TestPrefetchBooksAndServes(t *testing.T) {
 		return st.Remaining
 	}
 
-	try() // its own grant and one extra
+	try() // no demand known: its own grant alone
 	assert.Equal(t, int64(1), g.scripts.Load())
-	assert.Equal(t, 98, left())
-	try() // the extra
-	assert.Equal(t, int64(1), g.scripts.Load(), "taken without a round trip")
-	try() // a booking of 1 + 3 (one taken: 2·1+1)
+	assert.Equal(t, 99, left())
+	try() // within the freshness of the last booking: its own and one extra
 	assert.Equal(t, int64(2), g.scripts.Load())
-	assert.Equal(t, 94, left())
+	assert.Equal(t, 97, left())
+	try() // the extra
+	assert.Equal(t, int64(2), g.scripts.Load(), "taken without a round trip")
+	try() // a booking of 1 + 3 (one taken: 2·1+1)
+	assert.Equal(t, int64(3), g.scripts.Load())
+	assert.Equal(t, 93, left())
 	for range 3 {
 		try()
 	}
-	assert.Equal(t, int64(2), g.scripts.Load())
+	assert.Equal(t, int64(3), g.scripts.Load())
 	try() // 1 + 7 (2·3+1)
-	assert.Equal(t, 86, left())
+	assert.Equal(t, 85, left())
 	try()
-	lim.pf.fresh = 0 // the six extras left go stale
-	try()            // 1 + 3 (one taken), the stale ones dropped
-	assert.Equal(t, int64(4), g.scripts.Load())
-	assert.Equal(t, 82, left(), "stale extras stay spent")
+	lim.pf.fresh = 0 // the six extras left go stale, and so does the booking
+	try()            // the stale ones dropped; its own grant alone
+	assert.Equal(t, int64(5), g.scripts.Load())
+	assert.Equal(t, 84, left(), "stale extras stay spent")
+	try() // calls sparser than the freshness book nothing extra
+	assert.Equal(t, 83, left())
+}
+
+// Shapes whose last booking went stale are swept out of the Limiter once
+// the map has doubled, so a process that touches many keys keeps none idle.
+func TestPrefetchSweepsIdleShapes(t *testing.T) {
+	lim, _ := prefetchLimiter(t, newFakeClock(), 8)
+	ctx := context.Background()
+	l := Limit{Rate: 1, Period: time.Hour, Burst: 10}
+	lim.pf.fresh = 0
+	for i := range 200 {
+		_, err := lim.TryAcquire(ctx, fmt.Sprint("tenant:", i), l, 1)
+		require.NoError(t, err)
+	}
+	lim.pf.mu.Lock()
+	defer lim.pf.mu.Unlock()
+	assert.Less(t, len(lim.pf.stashes), 64, "swept")
 }
 
 // Under prefetch, many concurrent callers on a bucket of 50 get exactly 50
