@@ -72,7 +72,8 @@ func WithoutCoalescing() Option {
 // are lost to every process, and the caller that takes one acts up to a
 // millisecond after the instant it was booked at (see prefetch.go). One-bucket
 // calls then go to the store alone, not coalesced; a bucket that cannot grant
-// at once books no extra.
+// at once books no extra, nor does a bucket called less often than once a
+// millisecond.
 func WithPrefetch(n int) Option {
 	return func(c *config) { c.prefetch = min(max(n, 0), maxBatch-1) }
 }

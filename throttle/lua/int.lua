@@ -1,6 +1,8 @@
--- int.lua: integer helpers and an adaptive bucket's rate, put after now.lua
--- before prelude.lua and the lean scripts (reserve_tat.lua, reserve_fw.lua). All quantities are integer µs, counts or indices below
--- 2^53, so the arithmetic is exact in Lua's doubles. Numbers written into
+-- int.lua: integer helpers, the lean scripts' reply and an adaptive bucket's
+-- rate, put after now.lua before prelude.lua and the lean scripts
+-- (reserve_tat.lua, reserve_fw.lua, reserve_mod.lua). All quantities are
+-- integer µs (picoseconds in fine.lua), counts or indices below 2^53, so the
+-- arithmetic is exact in Lua's doubles. Numbers written into
 -- strings go through fmt (tostring would round them to 14 digits).
 
 -- a/b rounded down and up, for integers (b > 0); the checks guard against a
