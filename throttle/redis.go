@@ -206,13 +206,15 @@ func (s *RedisStore) reserveLean(ctx context.Context, reqs []request) ([]decisio
 		args[2+i] = reqs[i].maxWait
 	}
 	args = bucketArgs(args, b)
-	script, keys := reserveTATScript, []string{all[0], all[3]} // state, adaptive rate
-	switch a.kind() {
-	case kindFW:
+	script, keys := reserveTATScript, all[:1] // the state (a second key costs the server 0.1 µs)
+	switch {
+	case reqs[0].adapt != 0:
+		script, keys = reserveATScript, []string{all[0], all[3]} // and the effective rate
+	case a.kind() == kindFW:
 		script = reserveFWScript
-	case kindSL:
+	case a.kind() == kindSL:
 		script, keys = reserveSLScript, all
-	case kindSW:
+	case a.kind() == kindSW:
 		script, keys = reserveSWScript, all
 	}
 	v, err := script.Run(ctx, s.rdb, keys, args...).Result()

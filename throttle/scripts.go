@@ -65,8 +65,9 @@ var (
 
 	cooldownLeftScript = newScript(cooldownLeftLua)
 	adaptScript        = newScript(adaptLua)
-	reserveTATScript   = newScript(intLua + "\n" + reserveTATLua)
-	reserveFWScript    = newScript(intLua + "\n" + reserveFWLua)
+	reserveTATScript   = newScript(reserveTATLua)
+	reserveATScript    = newScript(intLua + "\n" + reserveTATLua) // an adaptive bucket: int.lua's atrate
+	reserveFWScript    = newScript(reserveFWLua)
 	reserveSLScript    = newScript(intLua + "\n" + preludeLua + "\n" + slLua + "\n" + reserveModLua)
 	reserveSWScript    = newScript(intLua + "\n" + preludeLua + "\n" + swLua + "\n" + reserveModLua)
 )

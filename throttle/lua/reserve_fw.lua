@@ -1,6 +1,7 @@
 -- reserve_fw.lua: reserve_tat.lua's counterpart for one fixed window and no
--- Share (after now.lua and int.lua): fw.lua's arithmetic, call after call,
--- with the state read once and written once for a batch.
+-- Share (after now.lua alone): fw.lua's arithmetic, call after call, with
+-- the state read once and written once for a batch. Like reserve_tat.lua it
+-- defines no function (each definition is run on every call).
 --
 -- KEYS[1]        the bucket's state (fw.lua's hash)
 -- ARGV[1]        now in µs, or "" to read Redis TIME
@@ -16,14 +17,18 @@ local n, max, W = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a 
 
 local st = redis.call("HMGET", KEYS[1], "w", "c", "W", "h", "x")
 if st[5] == "1" then return {3} end
-local cur = floordiv(now, W)
+-- cur = floor(now/W); the check catches a quotient rounded onto a whole
+-- number (as int.lua's floordiv does; all integers below 2^53)
+local cur = math.floor(now / W)
+if cur * W > now then cur = cur - 1 elseif (cur + 1) * W <= now then cur = cur + 1 end
 local w, c = tonumber(st[1]), tonumber(st[2])
 if w == nil or c == nil or tonumber(st[3]) ~= W or w < cur then w, c = cur, 0 end
 local w0 = tonumber(st[1]) -- the window the key holds, if its state stands
 if c == 0 then w0 = nil end
 local hold = tonumber(st[4]) or 0
 
-local out, wrote = {}, false
+local out, o, wrote = {}, 0, false
+if m == 1 then out = nil end
 for j = 1, m do
   local maxwait = tonumber(ARGV[2 + j])
   local e = w * W
@@ -32,7 +37,12 @@ for j = 1, m do
   if hold > e then e = hold end
   local wait, granted, handle = e - now, 0, 0
   if maxwait < 0 or wait <= maxwait then
-    local ws = floordiv(e, W)
+    -- the window of e: w, or the first that starts at or after it
+    local ws = w
+    if e >= (w + 1) * W then
+      ws = math.floor(e / W)
+      if ws * W > e then ws = ws - 1 elseif (ws + 1) * W <= e then ws = ws + 1 end
+    end
     if ws == w then c = c + n else w, c = ws, n end
     granted, handle, wrote = 1, ws, true
   end
@@ -43,7 +53,12 @@ for j = 1, m do
   if hold > r then r = hold end
   r = r - now
   if r < 0 then r = 0 end
-  reply(out, granted, wait, left, r, handle)
+  if m == 1 then -- a constructor sizes the table at once (reserve_tat.lua)
+    out = {granted, wait, left, r, now, handle}
+  else
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = granted, wait, left, r, now, handle
+  end
+  o = o + 6
 end
 if wrote and w == w0 then
   -- the same window: only its count moves; the TTL set with it still holds
@@ -52,6 +67,6 @@ elseif wrote then
   local till = (w + 1) * W
   if hold > till then till = hold end
   redis.call("HSET", KEYS[1], "w", w, "c", c, "W", W, "h", hold, "x", 0)
-  redis.call("PEXPIRE", KEYS[1], ms(till - now))
+  redis.call("PEXPIRE", KEYS[1], math.ceil((till - now) / 1000) + 1000) -- int.lua's ms
 end
 return out
