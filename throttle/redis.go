@@ -215,7 +215,7 @@ func (s *RedisStore) reserveLean(ctx context.Context, reqs []request) ([]decisio
 	case a.kind() == kindSL:
 		script, keys = reserveSLScript, all
 	case a.kind() == kindSW:
-		script, keys = reserveSWScript, all
+		script = reserveSWScript
 	}
 	v, err := script.Run(ctx, s.rdb, keys, args...).Result()
 	if err != nil {

@@ -50,6 +50,8 @@ var (
 	reserveTATLua string
 	//go:embed lua/reserve_fw.lua
 	reserveFWLua string
+	//go:embed lua/reserve_sw.lua
+	reserveSWLua string
 	//go:embed lua/reserve_mod.lua
 	reserveModLua string
 	//go:embed lua/refund.lua
@@ -69,7 +71,7 @@ var (
 	reserveATScript    = newScript(intLua + "\n" + reserveTATLua) // an adaptive bucket: int.lua's atrate
 	reserveFWScript    = newScript(reserveFWLua)
 	reserveSLScript    = newScript(intLua + "\n" + preludeLua + "\n" + slLua + "\n" + reserveModLua)
-	reserveSWScript    = newScript(intLua + "\n" + preludeLua + "\n" + swLua + "\n" + reserveModLua)
+	reserveSWScript    = newScript(reserveSWLua)
 )
 
 // scriptOp is a bucket script's operation.

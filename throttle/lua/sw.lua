@@ -10,7 +10,11 @@
 --
 -- KEYS: a hash {b = latest booked slot, L, h = a cooldown's end (0: none),
 -- x = 1 while the bucket has holes, <slot index> = count (only counts other
--- than 0, for slots b-S .. b)}, expiring at the end of slot b+S.
+-- than 0, for slots b-S .. b), and a summary of them for reserve_sw.lua's
+-- fast path: s = count[b-S+1 .. b], o = count[b-S], c = count[b]},
+-- expiring at the end of slot b+S. Every write of counts or b writes the
+-- summary with them (a hash without one is served by the slow path, which
+-- writes it).
 
 M.sw = {}
 
@@ -40,13 +44,26 @@ end
 
 local function at(b, j) return b.count[j] or 0 end
 
+-- summary appends the fields s, o and c (above) for the latest booked slot
+-- bb to the HSET arguments args.
+local function summary(b, bb, args)
+  local s = 0
+  for j, c in pairs(b.count) do
+    if j > bb - b.a3 and j <= bb then s = s + c end
+  end
+  local i = #args
+  args[i + 1], args[i + 2], args[i + 3], args[i + 4] = "s", s, "o", at(b, bb - b.a3)
+  args[i + 5], args[i + 6] = "c", at(b, bb)
+  return args
+end
+
 local function swput(b)
   if b.fresh and b.len > 0 then redis.call("DEL", b.key) end
   b.fresh, b.len = false, 1
   local bb = b.b or floordiv(now, b.a2)
   local x = 0
   if b.h then x = 1 end
-  redis.call("HSET", b.key, "b", bb, "L", b.a2, "h", b.hold, "x", x)
+  redis.call("HSET", b.key, unpack(summary(b, bb, {"b", bb, "L", b.a2, "h", b.hold, "x", x})))
   local till = (bb + b.a3 + 1) * b.a2
   for j in pairs(b.count) do
     if (j + b.a3 + 1) * b.a2 > till then till = (j + b.a3 + 1) * b.a2 end
@@ -143,10 +160,11 @@ function M.sw.rollback(b, n, j)
   c = c - n
   if c > 0 then
     b.count[j] = c
-    redis.call("HSET", b.key, j, c)
+    redis.call("HSET", b.key, unpack(summary(b, b.b, {j, c})))
   else
     b.count[j] = nil
     redis.call("HDEL", b.key, b.fields[j] or j)
+    redis.call("HSET", b.key, unpack(summary(b, b.b, {})))
   end
 end
 

@@ -1,0 +1,199 @@
+-- reserve_sw.lua: reserve_tat.lua's counterpart for one sliding window
+-- counter (sw.lua's arithmetic and layout) and no Share, after now.lua
+-- alone: the hash read once (HGETALL) and written once for a batch, and in
+-- the usual case, a call in the slot the key last booked, with one HSET of
+-- that slot's count; the booked slot, the TTL and the slots that left the
+-- window are written only when the booked slot moves. It defines one
+-- function (each definition is run on every call) and walks the counts with
+-- one pass per call; the lockstep tests hold it to sw.lua and the memory
+-- store.
+--
+-- KEYS[1]        the bucket's state (sw.lua's hash)
+-- ARGV[1]        now in µs, or "" to read Redis TIME
+-- ARGV[2]        m, the number of calls
+-- ARGV[3..2+m]   each call's longest wait in µs ("-1": no bound)
+-- ARGV[3+m..]    kind (sw), n, a1 = Max, a2 = L, a3 = S (sw.lua)
+--
+-- Reply: as reserve_tat.lua's; {3} if the bucket has holes.
+
+local m = tonumber(ARGV[2])
+local a = 3 + m
+local n, max, L, S = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+
+-- a/b rounded down, for integers (b > 0), as int.lua's floordiv
+local function floordiv(x, y)
+  local q = math.floor(x / y)
+  if q * y > x then q = q - 1 elseif (q + 1) * y <= x then q = q + 1 end
+  return q
+end
+
+local cur = floordiv(now, L) -- the slot of now
+
+-- The fast path: the summary (sw.lua) answers every call that books in the
+-- slot b the key last booked, or is refused there, while b is now's slot or
+-- later and no cooldown reaches past it; the figures then need no other
+-- slot (a later b leaves nothing to take at once, and c > 0 makes b the
+-- latest slot kept). One HMGET and one HSET of three fields. Any other call
+-- (a new slot, a wait into the next one, no summary) goes to the slow path
+-- below, before anything is written.
+do
+  local f = redis.call("HMGET", KEYS[1], "b", "L", "h", "x", "s", "o", "c")
+  if f[4] == "1" then return {3} end
+  local b, hold, s, o, c = tonumber(f[1]), tonumber(f[3]) or 0, tonumber(f[5]), tonumber(f[6]), tonumber(f[7])
+  if b and s and o and c and tonumber(f[2]) == L and b >= cur and hold < (b + 1) * L then
+    local lower, out, k, wrote = b * L, nil, 0, false
+    if now > lower then lower = now end
+    if hold > lower then lower = hold end
+    if m > 1 then out = {} end
+    for j = 1, m do
+      local r = max - n - s
+      if r < 0 then break end
+      local off = lower - b * L
+      if o > r then
+        local q = -floordiv(-L * (o - r), o) -- L·(o - r)/o, rounded up
+        if q > off then off = q end
+      end
+      if off >= L then break end -- the next slot: the slow path's
+      local maxwait, wait, granted = tonumber(ARGV[2 + j]), b * L + off - now, 0
+      if maxwait < 0 or wait <= maxwait then
+        s, c, granted, wrote = s + n, c + n, 1, true
+      end
+      if c == 0 then break end -- the latest slot kept is earlier: the slow path's
+      local left = 0
+      if b == cur then
+        left = max - s + floordiv(-o * (L - (now - cur * L)), L)
+        if left < 0 then left = 0 end
+      end
+      local till = (b + S + 1) * L
+      if hold > till then till = hold end
+      if m == 1 then -- a constructor sizes the table at once (reserve_tat.lua)
+        out = {granted, wait, left, till - now, now, granted * b}
+      else
+        out[k + 1], out[k + 2], out[k + 3], out[k + 4], out[k + 5], out[k + 6] = granted, wait, left, till - now, now, granted * b
+      end
+      k = k + 6
+    end
+    if k == 6 * m then
+      if wrote then redis.call("HSET", KEYS[1], b, c, "s", s, "c", c) end
+      return out
+    end
+  end
+end
+
+-- The slow path: every slot the hash keeps.
+local hh = redis.call("HGETALL", KEYS[1])
+local b, hl, hold, x
+local count = {} -- slot index -> count, for the slots the hash keeps
+for i = 1, #hh, 2 do
+  local f = hh[i]
+  if f == "b" then b = tonumber(hh[i + 1])
+  elseif f == "L" then hl = tonumber(hh[i + 1])
+  elseif f == "h" then hold = tonumber(hh[i + 1])
+  elseif f == "x" then x = hh[i + 1]
+  elseif f ~= "s" and f ~= "o" and f ~= "c" then count[tonumber(f)] = tonumber(hh[i + 1])
+  end
+end
+if x == "1" then return {3} end
+hold = hold or 0
+local fresh = b == nil or hl ~= L -- no state, or a changed slot length: no counts
+if fresh then b, count = nil, {} end
+
+local out, o, dirty, moved = {}, 0, {}, false
+if m == 1 then out = nil end
+for k = 1, m do
+  local maxwait = tonumber(ARGV[2 + k])
+  -- the earliest instant at or after lower whose slot j leaves room for n
+  -- (sw.lua's tail): full counts slots j-S+1 .. j, and the slot j-S weighs
+  -- by how much of it the window still covers
+  local lower = now
+  if b and b * L > lower then lower = b * L end
+  if hold > lower then lower = hold end
+  local j0 = floordiv(lower, L)
+  -- fc, oc: full and old at cur, for the figures; top: the latest slot kept
+  local j, full, fc, oc, top = j0, 0, 0, 0, -1
+  for i, c in pairs(count) do
+    if i > j - S and i <= j then full = full + c end
+    if i > cur - S and i <= cur then fc = fc + c elseif i == cur - S then oc = c end
+    if i > top then top = i end
+  end
+  local e
+  while true do
+    local old, r = count[j - S] or 0, max - n - full
+    if r >= 0 then
+      local off = 0
+      if j == j0 then off = lower - j * L end
+      if old > r then
+        local q = -floordiv(-L * (old - r), old) -- L·(old - r)/old, rounded up
+        if q > off then off = q end
+      end
+      if off < L then
+        e = j * L + off
+        break
+      end
+    end
+    full = full + (count[j + 1] or 0) - (count[j - S + 1] or 0)
+    j = j + 1
+  end
+  local wait, granted, handle = e - now, 0, 0
+  if maxwait < 0 or wait <= maxwait then -- book n in slot j (e's), the handle
+    count[j] = (count[j] or 0) + n
+    dirty[j] = true
+    if j ~= b then b, moved = j, true end
+    if j == cur then fc = fc + n end
+    if j > top then top = j end
+    granted, handle = 1, j
+  end
+  -- the figures (sw.lua's): what a call could have at once now, 0 while a
+  -- later slot has bookings; the µs until a call for Max would be granted
+  local left, reset = max, 0
+  if b then
+    left = 0
+    if b <= cur then
+      left = max - fc + floordiv(-oc * (L - (now - cur * L)), L)
+      if left < 0 then left = 0 end
+    end
+    local till = b * L
+    if top >= 0 and (top + S + 1) * L > till then till = (top + S + 1) * L end
+    if hold > till then till = hold end
+    reset = till - now
+    if reset < 0 then reset = 0 end
+  end
+  if m == 1 then -- a constructor sizes the table at once (reserve_tat.lua)
+    out = {granted, wait, left, reset, now, handle}
+  else
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = granted, wait, left, reset, now, handle
+  end
+  o = o + 6
+end
+
+if next(dirty) then
+  if fresh and #hh > 0 then redis.call("DEL", KEYS[1]) end
+  local set = {}
+  for j in pairs(dirty) do -- a slot booked and then left behind is not kept
+    if j >= b - S then set[#set + 1], set[#set + 2] = j, count[j] end
+  end
+  if fresh or moved then
+    set[#set + 1], set[#set + 2], set[#set + 3], set[#set + 4] = "b", b, "L", L
+    set[#set + 1], set[#set + 2], set[#set + 3], set[#set + 4] = "h", hold, "x", 0
+  end
+  local sum = 0 -- the summary (sw.lua)
+  for i, c in pairs(count) do
+    if i > b - S and i <= b then sum = sum + c end
+  end
+  set[#set + 1], set[#set + 2], set[#set + 3], set[#set + 4] = "s", sum, "o", count[b - S] or 0
+  set[#set + 1], set[#set + 2] = "c", count[b] or 0
+  redis.call("HSET", KEYS[1], unpack(set))
+  if moved then
+    if not fresh then -- the slots no window that b's calls can see holds
+      local gone = {}
+      for i in pairs(count) do
+        if i < b - S then gone[#gone + 1] = i end
+      end
+      if #gone > 0 then redis.call("HDEL", KEYS[1], unpack(gone)) end
+    end
+    local till = (b + S + 1) * L -- every slot kept is at or before b
+    if hold > till then till = hold end
+    redis.call("PEXPIRE", KEYS[1], math.ceil((till - now) / 1000) + 1000) -- int.lua's ms
+  end
+end
+return out
