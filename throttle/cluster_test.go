@@ -258,7 +258,7 @@ func TestRedisCluster(t *testing.T) {
 		// Limit's reserve is lua/reserve_tat.lua).
 		for i := range 20 {
 			m := c.Master(t, redisKey(prefix, "sf"+strconv.Itoa(i)))
-			ok, err := m.Client(t).ScriptExists(ctx, reserveTATScript.Hash()).Result()
+			ok, err := m.Client(t).ScriptExists(ctx, reserveTBScript.Hash()).Result()
 			require.NoError(t, err)
 			assert.Equal(t, []bool{true}, ok, "%s has the script again", m.Addr())
 		}

@@ -78,7 +78,7 @@ func gatedLimiter(t *testing.T, clock Clock) (*Limiter, *gate) {
 			require.NoError(t, s.Load(context.Background(), rdb).Err())
 		}
 	}
-	for _, s := range []*redis.Script{reserveTATScript, reserveFWScript, reserveSLScript, reserveSWScript} {
+	for _, s := range []*redis.Script{reserveTBScript, reserveLBScript, reserveATScript, reserveFWScript, reserveSLScript, reserveSWScript} {
 		require.NoError(t, s.Load(context.Background(), rdb).Err())
 	}
 	g := newGate()

@@ -52,8 +52,8 @@ var (
 	reserveFWLua string
 	//go:embed lua/reserve_sw.lua
 	reserveSWLua string
-	//go:embed lua/reserve_mod.lua
-	reserveModLua string
+	//go:embed lua/reserve_sl.lua
+	reserveSLLua string
 	//go:embed lua/refund.lua
 	refundLua string
 	//go:embed lua/cooldown.lua
@@ -67,10 +67,11 @@ var (
 
 	cooldownLeftScript = newScript(cooldownLeftLua)
 	adaptScript        = newScript(adaptLua)
-	reserveTATScript   = newScript(reserveTATLua)
-	reserveATScript    = newScript(intLua + "\n" + reserveTATLua) // an adaptive bucket: int.lua's atrate
+	reserveTBScript    = newScript("local tb = true\n" + reserveTATLua)
+	reserveLBScript    = newScript("local tb = false\n" + reserveTATLua)
+	reserveATScript    = newScript(intLua + "\nlocal tb = true\n" + reserveTATLua) // an adaptive bucket: int.lua's atrate
 	reserveFWScript    = newScript(reserveFWLua)
-	reserveSLScript    = newScript(intLua + "\n" + preludeLua + "\n" + slLua + "\n" + reserveModLua)
+	reserveSLScript    = newScript(reserveSLLua)
 	reserveSWScript    = newScript(reserveSWLua)
 )
 

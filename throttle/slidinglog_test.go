@@ -124,7 +124,9 @@ func TestSlidingLogRedisKey(t *testing.T) {
 		ttl, err := rdb.PTTL(ctx, key).Result()
 		require.NoError(t, err, msg)
 		assert.Greater(t, ttl, time.Duration(0), msg+": PTTL")
-		assert.LessOrEqual(t, ttl, 3*pol.Window+ttlSlack, msg+": PTTL")
+		// the last entry is due within 2 windows, and its TTL covers its
+		// whole period of min(Window, 1 s) (sl.lua's commit): one more
+		assert.LessOrEqual(t, ttl, 4*pol.Window+ttlSlack, msg+": PTTL")
 		n, err := rdb.LLen(ctx, key).Result()
 		require.NoError(t, err, msg)
 		assert.LessOrEqual(t, n, int64(pol.Max), msg+": LLEN")
@@ -143,8 +145,9 @@ func TestSlidingLogRedisKey(t *testing.T) {
 	require.NoError(t, rs[3].Cancel(ctx))
 	written("refund")
 
-	// The last entry is due within 2 windows; then it leaves the window, and the key goes.
-	time.Sleep(3*pol.Window + ttlSlack + 50*time.Millisecond)
+	// The last entry is due within 2 windows; then it leaves the window, and the
+	// key goes at the end of its period (one more window here) and the slack.
+	time.Sleep(4*pol.Window + ttlSlack + 50*time.Millisecond)
 	n, err := rdb.Exists(ctx, key).Result()
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), n, "the log outlived its window")
@@ -174,8 +177,11 @@ func TestPolicyLoadSlidingLog(t *testing.T) {
 // every step, and slidingLogRandom's invariants hold — refunds after the log
 // has dropped old entries included.
 func TestSlidingLogRandomAgreesAndHolds(t *testing.T) {
-	pols := []SlidingLog{{Max: 1, Window: time.Second}, {Max: 2, Window: time.Second}, {Max: 5, Window: 3 * time.Second}, {Max: 7, Window: 1234567 * time.Microsecond}}
-	for seed := uint64(1); seed <= 24; seed++ {
+	// (Max 40 and 25 put more than eight entries out of the window at once:
+	// reserve_sl.lua then searches the log for the first one left.)
+	pols := []SlidingLog{{Max: 1, Window: time.Second}, {Max: 2, Window: time.Second}, {Max: 5, Window: 3 * time.Second}, {Max: 7, Window: 1234567 * time.Microsecond},
+		{Max: 40, Window: time.Second}, {Max: 25, Window: 2 * time.Second}}
+	for seed := uint64(1); seed <= 30; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { slidingLogRandom(t, pols[int(seed)%len(pols)], seed) })
 	}
 }

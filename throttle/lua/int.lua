@@ -1,6 +1,8 @@
--- int.lua: integer helpers, the lean scripts' reply and an adaptive bucket's
--- rate, put after now.lua before prelude.lua and the lean scripts
--- (reserve_tat.lua, reserve_fw.lua, reserve_mod.lua). All quantities are
+-- int.lua: integer helpers and an adaptive bucket's rate, put after now.lua
+-- before prelude.lua, and before reserve_tat.lua for an adaptive bucket
+-- (the other lean scripts, reserve_fw.lua, reserve_sl.lua and
+-- reserve_sw.lua, write out what they need of it: each definition here is
+-- run on every call of a script that includes it). All quantities are
 -- integer µs (picoseconds in fine.lua), counts or indices below 2^53, so the
 -- arithmetic is exact in Lua's doubles. Numbers written into
 -- strings go through fmt (tostring would round them to 14 digits).
@@ -28,14 +30,6 @@ local function ms(us)
 end
 
 local function fmt(x) return string.format("%.0f", x) end
-
--- reply appends one call's reply of a lean script (reserve_tat.lua,
--- reserve_fw.lua, reserve_mod.lua) to out: reserve.lua's first five fields
--- and the bucket's handle.
-local function reply(out, granted, wait, left, reset, handle)
-  local i = #out
-  out[i + 1], out[i + 2], out[i + 3], out[i + 4], out[i + 5], out[i + 6] = granted, wait, left, reset, now, handle
-end
 
 -- atrate is an adaptive token bucket (Adaptive) at the fleet's effective
 -- rate, read from akey (adapt.lua; none, or "ceiling", leaves the ceiling):

@@ -4,16 +4,13 @@
 -- defines no function (each definition is run on every call).
 --
 -- KEYS[1]        the bucket's state (fw.lua's hash)
--- ARGV[1]        now in µs, or "" to read Redis TIME
--- ARGV[2]        m, the number of calls
--- ARGV[3..2+m]   each call's longest wait in µs ("-1": no bound)
--- ARGV[3+m..]    kind (fw), n, a1 = Max, a2 = W (µs), a3 (unused)
+-- ARGV[1..]      as reserve_tat.lua's: now, n, a1 = Max, a2 = W (µs), a3
+--                (unused), each call's longest wait
 --
 -- Reply: as reserve_tat.lua's; {3} if the bucket has holes.
 
-local m = tonumber(ARGV[2])
-local a = 3 + m
-local n, max, W = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+local m = #ARGV - 5
+local n, max, W = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 
 local st = redis.call("HMGET", KEYS[1], "w", "c", "W", "h", "x")
 if st[5] == "1" then return {3} end
@@ -30,7 +27,7 @@ local hold = tonumber(st[4]) or 0
 local out, o, wrote = {}, 0, false
 if m == 1 then out = nil end
 for j = 1, m do
-  local maxwait = tonumber(ARGV[2 + j])
+  local maxwait = tonumber(ARGV[5 + j])
   local e = w * W
   if c + n > max then e = e + W end
   if e < now then e = now end

@@ -9,16 +9,13 @@
 -- store.
 --
 -- KEYS[1]        the bucket's state (sw.lua's hash)
--- ARGV[1]        now in µs, or "" to read Redis TIME
--- ARGV[2]        m, the number of calls
--- ARGV[3..2+m]   each call's longest wait in µs ("-1": no bound)
--- ARGV[3+m..]    kind (sw), n, a1 = Max, a2 = L, a3 = S (sw.lua)
+-- ARGV[1..]      as reserve_tat.lua's: now, n, a1 = Max, a2 = L, a3 = S
+--                (sw.lua), each call's longest wait
 --
 -- Reply: as reserve_tat.lua's; {3} if the bucket has holes.
 
-local m = tonumber(ARGV[2])
-local a = 3 + m
-local n, max, L, S = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+local m = #ARGV - 5
+local n, max, L, S = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 
 -- a/b rounded down, for integers (b > 0), as int.lua's floordiv
 local function floordiv(x, y)
@@ -54,7 +51,7 @@ do
         if q > off then off = q end
       end
       if off >= L then break end -- the next slot: the slow path's
-      local maxwait, wait, granted = tonumber(ARGV[2 + j]), b * L + off - now, 0
+      local maxwait, wait, granted = tonumber(ARGV[5 + j]), b * L + off - now, 0
       if maxwait < 0 or wait <= maxwait then
         s, c, granted, wrote = s + n, c + n, 1, true
       end
@@ -101,7 +98,7 @@ if fresh then b, count = nil, {} end
 local out, o, dirty, moved = {}, 0, {}, false
 if m == 1 then out = nil end
 for k = 1, m do
-  local maxwait = tonumber(ARGV[2 + k])
+  local maxwait = tonumber(ARGV[5 + k])
   -- the earliest instant at or after lower whose slot j leaves room for n
   -- (sw.lua's tail): full counts slots j-S+1 .. j, and the slot j-S weighs
   -- by how much of it the window still covers

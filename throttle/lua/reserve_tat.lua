@@ -13,19 +13,20 @@
 -- KEYS[1]        the bucket's state (its TAT, tat.lua)
 -- KEYS[2]        its effective rate, only if it is adaptive (int.lua)
 -- ARGV[1]        now in µs, or "" to read Redis TIME
--- ARGV[2]        m, the number of calls
--- ARGV[3..2+m]   each call's longest wait in µs ("-1": no bound)
--- ARGV[3+m..]    kind (tb | lb), n, a1, a2, a3 (prelude.lua)
+-- ARGV[2..5]     n, a1 = T, a2 = burst, a3 = per (tb.lua, lb.lua)
+-- ARGV[6..]      each call's longest wait in µs ("-1": no bound), one per
+--                call (m of them)
+-- tb             true for a token bucket, false for a leaky one: set by the
+--                line before this file (scripts.go), as an argument would
+--                cost every call
 --
 -- Reply: the m replies of reserve.lua, one after the other (and the
 -- effective T and burst after each, for an adaptive bucket); or {3} if the
 -- bucket has holes (its TAT is negated), which only the general script
 -- serves: nothing was changed, and the caller asks that one instead.
 
-local m = tonumber(ARGV[2])
-local a = 3 + m
-local tb, n = ARGV[a] == "tb", tonumber(ARGV[a + 1])
-local T, burst, per = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+local m = #ARGV - 5
+local n, T, burst, per = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 
 if per > 0 then T, burst = atrate(KEYS[2], T, burst, per) end -- int.lua
 
@@ -36,7 +37,7 @@ if not tat or tat < now then tat = now end
 local out, o, wrote = {}, 0, false
 if m == 1 then out = nil end
 for j = 1, m do
-  local maxwait = tonumber(ARGV[2 + j])
+  local maxwait = tonumber(ARGV[5 + j])
   local granted, wait, handle = 0, 0, 0
   local ahead = tat - now
   if tb then

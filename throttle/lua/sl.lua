@@ -2,8 +2,9 @@
 -- tokens are granted in any window (x - Window, x].
 --
 -- KEYS: a list of grant times in µs, oldest first, non-decreasing, one entry
--- per token, at most Max entries; it expires when its last entry leaves the
--- window. A cooldown is read from the marker; the holes key's existence says
+-- per token, at most Max entries; it expires after its last entry leaves the
+-- window (at the end of that entry's period of min(Window, 1 s), plus
+-- int.lua's slack: see commit). A cooldown is read from the marker; the holes key's existence says
 -- whether there are holes.
 --
 -- The earliest time for n is t = max(now, e_k, e_(k-Max+n) + Window) for the
@@ -86,7 +87,10 @@ function M.sl.commit(b, s)
     b.k = b.a1
   end
   b.last = s
-  expire(b, ms(s + b.a2 - now))
+  -- the TTL covers every grant in s's period of min(Window, 1 s), so that
+  -- reserve_sl.lua sets it only when a grant lands in a later period
+  local g = math.min(b.a2, 1000000)
+  expire(b, ms(s - s % g + g + b.a2 - now))
   return s
 end
 
