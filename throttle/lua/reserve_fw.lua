@@ -10,7 +10,7 @@
 -- Reply: as reserve_tat.lua's; {3} if the bucket has holes.
 
 local m = #ARGV - 5
-local n, max, W = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local n, max, W = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
 
 local st = redis.call("HMGET", KEYS[1], "w", "c", "W", "h", "x")
 if st[5] == "1" then return {3} end
@@ -27,7 +27,7 @@ local hold = tonumber(st[4]) or 0
 local out, o, wrote = {}, 0, false
 if m == 1 then out = nil end
 for j = 1, m do
-  local maxwait = tonumber(ARGV[5 + j])
+  local maxwait = ARGV[5 + j] + 0
   local e = w * W
   if c + n > max then e = e + W end
   if e < now then e = now end

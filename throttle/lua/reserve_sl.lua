@@ -26,7 +26,7 @@
 -- Reply: as reserve_tat.lua's; {3} if the bucket has holes.
 
 local m = #ARGV - 5
-local n, max, W = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local n, max, W = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
 local key = KEYS[1]
 
 local hold = 0
@@ -41,11 +41,11 @@ local edge = now - W
 local head = redis.call("LRANGE", key, 0, 7)
 local k, d, last = #head, 0, nil
 if k > 0 then
-  while d < k and tonumber(head[d + 1]) <= edge do d = d + 1 end
+  while d < k and head[d + 1] + 0 <= edge do d = d + 1 end
   if k == 8 then
     k = redis.call("LLEN", key)
   end
-  if k > 8 then last = tonumber(redis.call("LINDEX", key, -1)) else last = tonumber(head[k]) end
+  if k > 8 then last = tonumber(redis.call("LINDEX", key, -1)) else last = head[k] + 0 end
   if d == 8 and k > 8 then
     if last <= edge then
       d = k
@@ -75,7 +75,7 @@ end
 local last0, out, o = last, {}, 0
 if m == 1 then out = nil end
 for j = 1, m do
-  local maxwait = tonumber(ARGV[5 + j])
+  local maxwait = ARGV[5 + j] + 0
   -- the earliest time for n (sl.lua's tail)
   local t = now
   if k > 0 then

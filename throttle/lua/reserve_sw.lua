@@ -15,7 +15,7 @@
 -- Reply: as reserve_tat.lua's; {3} if the bucket has holes.
 
 local m = #ARGV - 5
-local n, max, L, S = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local n, max, L, S = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0
 
 -- a/b rounded down, for integers (b > 0), as int.lua's floordiv
 local function floordiv(x, y)
@@ -51,7 +51,7 @@ do
         if q > off then off = q end
       end
       if off >= L then break end -- the next slot: the slow path's
-      local maxwait, wait, granted = tonumber(ARGV[5 + j]), b * L + off - now, 0
+      local maxwait, wait, granted = ARGV[5 + j] + 0, b * L + off - now, 0
       if maxwait < 0 or wait <= maxwait then
         s, c, granted, wrote = s + n, c + n, 1, true
       end
@@ -98,7 +98,7 @@ if fresh then b, count = nil, {} end
 local out, o, dirty, moved = {}, 0, {}, false
 if m == 1 then out = nil end
 for k = 1, m do
-  local maxwait = tonumber(ARGV[5 + k])
+  local maxwait = ARGV[5 + k] + 0
   -- the earliest instant at or after lower whose slot j leaves room for n
   -- (sw.lua's tail): full counts slots j-S+1 .. j, and the slot j-S weighs
   -- by how much of it the window still covers

@@ -26,7 +26,7 @@
 -- serves: nothing was changed, and the caller asks that one instead.
 
 local m = #ARGV - 5
-local n, T, burst, per = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local n, T, burst, per = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0
 
 if per > 0 then T, burst = atrate(KEYS[2], T, burst, per) end -- int.lua
 
@@ -37,7 +37,7 @@ if not tat or tat < now then tat = now end
 local out, o, wrote = {}, 0, false
 if m == 1 then out = nil end
 for j = 1, m do
-  local maxwait = tonumber(ARGV[5 + j])
+  local maxwait = ARGV[5 + j] + 0
   local granted, wait, handle = 0, 0, 0
   local ahead = tat - now
   if tb then
