@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -284,7 +285,7 @@ func TestSlidingWindowRandom(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			p := pols[int(seed)%len(pols)]
 			cancels := seed%2 == 1
-			times := grantTimes(runRandom(t, p, seed, p.slotLen(), cancels, nil))
+			times := grantTimes(runRandom(t, p, seed, p.slotLen(), cancels, checkSlidingWindowHash(t, p)))
 			require.NotEmpty(t, times)
 			if !cancels {
 				checkSlidingWindowBounds(t, p, times)
@@ -306,3 +307,43 @@ func TestSlidingWindowRandom(t *testing.T) {
 		})
 	}
 }
+
+// checkSlidingWindowHash checks, after every step of a random run, the hash
+// on the real redis-server (sw.lua's layout): it keeps counts only for the
+// slots b−Slots … b, none of them 0, and its summary (s, o, c, which
+// reserve_sw.lua's fast path reads instead of the counts) is what they say.
+func checkSlidingWindowHash(t *testing.T, p SlidingWindow) lockstepCheck {
+	return func(st lockstepStep) {
+		h, err := st.rdb.HGetAll(context.Background(), stateKey(st.prefix, "k", p)).Result()
+		require.NoError(t, err, st.msg)
+		if len(h) == 0 {
+			return
+		}
+		num := func(f string) int64 {
+			x, err := strconv.ParseInt(h[f], 10, 64)
+			require.NoError(t, err, "%s: field %q of %v", st.msg, f, h)
+			return x
+		}
+		b, S := num("b"), int64(p.slots())
+		var sum, old, at int64
+		for f := range h {
+			j, err := strconv.ParseInt(f, 10, 64)
+			if err != nil {
+				continue // b, L, h, x, s, o, c
+			}
+			c := num(f)
+			require.Positive(t, c, "%s: slot %d's count in %v", st.msg, j, h)
+			require.True(t, j >= b-S && j <= b, "%s: slot %d kept outside %d…%d: %v", st.msg, j, b-S, b, h)
+			switch {
+			case j == b-S:
+				old = c
+			case j == b:
+				at, sum = c, sum+c
+			default:
+				sum += c
+			}
+		}
+		require.Equal(t, []int64{sum, old, at}, []int64{num("s"), num("o"), num("c")}, "%s: summary s, o, c of %v", st.msg, h)
+	}
+}
+
