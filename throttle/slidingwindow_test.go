@@ -346,4 +346,3 @@ func checkSlidingWindowHash(t *testing.T, p SlidingWindow) lockstepCheck {
 		require.Equal(t, []int64{sum, old, at}, []int64{num("s"), num("o"), num("c")}, "%s: summary s, o, c of %v", st.msg, h)
 	}
 }
-
