@@ -27,7 +27,7 @@ import (
 //
 // Max must be from 1 to 10000: a key holds at most Max entries, about 11
 // bytes each in Redis (a list, 107 KB at Max 10000, that expires Window after
-// its last entry). Window must be a whole number of microseconds from 1 ms to
+// its last entry, rounded up to a period of min(Window, 1 s), and a second). Window must be a whole number of microseconds from 1 ms to
 // about three years. The zero SlidingLog is invalid. A changed Max or Window
 // applies on the key's next call, to the entries the log holds: its newest
 // (old) Max. For constant memory per key, see SlidingWindow.
