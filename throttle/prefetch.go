@@ -20,14 +20,20 @@ import (
 // the bucket made at the instant it was booked. The caller that takes it
 // acts up to prefetchFresh later, as a waiter that woke late would; in any
 // span, that can put at most prefetchFresh/T more tokens than the policy's
-// bound (at most one below 1,000 a second). The cost is fairness: grants
-// booked and not taken within prefetchFresh are lost to every process (their
-// instant has passed, so nothing can be given back), and while they wait
-// here no other process can have them. A bucket that cannot grant at once
-// books no extra: under contention prefetch does nothing.
+// bound (at most one below 1,000 a second). Grants not taken within
+// prefetchFresh are given back (lua/giveback.lua, one more script call, off
+// the callers' path): the latest first, each while it is still the bucket's
+// latest booking; once another booking stands on them they stay spent. The
+// cost is fairness: while they wait here no other process can have them,
+// and those another process booked after are lost to every process. A
+// bucket that cannot grant at once books no extra: under contention
+// prefetch does nothing.
 
 // prefetchFresh is how long a prefetched grant may be taken after it was booked.
 const prefetchFresh = time.Millisecond
+
+// giveBackTimeout bounds a give-back's store call.
+const giveBackTimeout = time.Second
 
 type prefetcher struct {
 	max     int
@@ -35,10 +41,12 @@ type prefetcher struct {
 	mu      sync.Mutex
 	stashes map[shape]*stash
 	sweepAt int // the map's size at which stale shapes are swept out
+	given   int // grants given back so far (tests read it)
 }
 
 // stash is one shape's prefetched grants.
 type stash struct {
+	req   request // the shape's request, for a give-back
 	ds    []prefetched
 	taken int       // grants taken since the last booking
 	last  time.Time // when the last booking came back
@@ -57,6 +65,8 @@ func newPrefetcher(n int) *prefetcher {
 // fresh one is stashed, else a store call that books req and the extras.
 func (p *prefetcher) decide(ctx context.Context, l *Limiter, sh shape, req *request) (decision, *Limiter, error) {
 	want := 0
+	var stale []decision // the latest booking's extras, gone stale
+	var back request
 	p.mu.Lock()
 	if s := p.stashes[sh]; s != nil {
 		for len(s.ds) > 0 {
@@ -67,13 +77,21 @@ func (p *prefetcher) decide(ctx context.Context, l *Limiter, sh shape, req *requ
 				p.mu.Unlock()
 				return x.d, l, nil
 			}
+			if x.got.Equal(s.last) {
+				stale = append(stale, x.d)
+			}
 		}
 		if time.Since(s.last) <= p.fresh {
 			want = min(p.max, 2*s.taken+1)
 		}
-		s.taken = 0
+		s.taken, back = 0, s.req
 	}
 	p.mu.Unlock()
+	if len(stale) > 0 {
+		// Their timer has not run yet: give them back before this call's
+		// booking, which would stand on them.
+		p.giveBack(ctx, l, back, stale)
+	}
 
 	reqs := make([]request, 1+want)
 	for i := range reqs {
@@ -100,25 +118,79 @@ func (p *prefetcher) decide(ctx context.Context, l *Limiter, sh shape, req *requ
 		s = &stash{}
 		p.stashes[sh] = s
 	}
-	s.last = now
+	s.req, s.last = *req, now
+	booked := false
 	for _, d := range ds[1:] {
 		if d.granted {
 			s.ds = append(s.ds, prefetched{d: d, got: now})
+			booked = true
 		}
 	}
 	if len(p.stashes) >= p.sweepAt {
 		p.sweep()
 	}
 	p.mu.Unlock()
+	if booked {
+		time.AfterFunc(p.fresh, func() { p.expire(l, sh, now) })
+	}
 	return ds[0], l, nil
 }
 
+// expire gives back what is left of the extras booked at got for shape sh,
+// once they are stale, if that booking is still the shape's latest (an
+// earlier one's extras have a later booking standing on them: they stay
+// spent).
+func (p *prefetcher) expire(l *Limiter, sh shape, got time.Time) {
+	p.mu.Lock()
+	s := p.stashes[sh]
+	if s == nil {
+		p.mu.Unlock()
+		return
+	}
+	var stale []decision
+	keep := s.ds[:0]
+	for _, x := range s.ds {
+		if x.got.Equal(got) {
+			stale = append(stale, x.d)
+		} else {
+			keep = append(keep, x)
+		}
+	}
+	s.ds = keep
+	back, latest := s.req, s.last.Equal(got)
+	p.mu.Unlock()
+	if latest && len(stale) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), giveBackTimeout)
+		defer cancel()
+		p.giveBack(ctx, l, back, stale)
+	}
+}
+
+// giveBack gives ds, stale extras of req's shape from one booking, in
+// booking order, back to the store (lua/giveback.lua). If it fails they
+// stay spent, as they would without it.
+func (p *prefetcher) giveBack(ctx context.Context, l *Limiter, req request, ds []decision) {
+	rs, ok := l.store.(*RedisStore)
+	if !ok {
+		return
+	}
+	req.took(ds[0]) // an Adaptive bucket's extras, at the rate they were booked at (one call: one rate)
+	n, err := rs.giveBack(ctx, req, ds, newID())
+	if err != nil {
+		return // they stay spent
+	}
+	p.mu.Lock()
+	p.given += n
+	p.mu.Unlock()
+}
+
 // sweep drops the shapes whose last booking is older than p.fresh (their
-// grants are all stale), then waits for the map to double before the next
-// sweep, so a call pays O(1) for it on average. p.mu is held.
+// grants are all stale), then waits for the map to double
+// before the next sweep, so a call pays O(1) for it on average. p.mu is
+// held.
 func (p *prefetcher) sweep() {
 	for sh, s := range p.stashes {
-		if time.Since(s.last) > p.fresh {
+		if time.Since(s.last) > p.fresh && len(s.ds) == 0 { // extras left wait for their timer
 			delete(p.stashes, sh)
 		}
 	}

@@ -29,6 +29,9 @@ func prefetchLimiter(t *testing.T, clock Clock, n int) (*Limiter, *gate) {
 	require.NoError(t, err)
 	_, err = l.Peek(context.Background(), "warm", warm)
 	require.NoError(t, err)
+	for _, s := range bucketScripts[scriptGiveBack] {
+		require.NoError(t, s.Load(context.Background(), rdb).Err())
+	}
 	g.scripts.Store(0)
 	return l, g
 }
@@ -36,8 +39,8 @@ func prefetchLimiter(t *testing.T, clock Clock, n int) (*Limiter, *gate) {
 // A shape's first call books only its own grant; a call that comes within
 // the freshness of the last booking books extras after its own; the calls
 // that follow take them without a round trip; the next booking asks for
-// twice the demand plus one, at most n; stale extras are dropped (and stay
-// spent in the bucket), and a call after a stale booking books no extra.
+// twice the demand plus one, at most n; stale extras of the latest booking
+// are given back, and a call after a stale booking books no extra.
 func TestPrefetchBooksAndServes(t *testing.T) {
 	lim, g := prefetchLimiter(t, newFakeClock(), 8)
 	ctx := context.Background()
@@ -75,11 +78,55 @@ func TestPrefetchBooksAndServes(t *testing.T) {
 	assert.Equal(t, 85, left())
 	try()
 	lim.pf.fresh = 0 // the six extras left go stale, and so does the booking
-	try()            // the stale ones dropped; its own grant alone
-	assert.Equal(t, int64(5), g.scripts.Load())
-	assert.Equal(t, 84, left(), "stale extras stay spent")
+	try()            // the stale ones given back first (their timer is an hour off); its own grant alone
+	assert.Equal(t, int64(6), g.scripts.Load(), "the give-back and its own booking")
+	assert.Equal(t, 90, left(), "the six stale extras, still the bucket's latest, given back")
 	try() // calls sparser than the freshness book nothing extra
-	assert.Equal(t, 83, left())
+	assert.Equal(t, 89, left())
+}
+
+// Extras nobody takes are given back when their freshness ends (their
+// timer), while they are still the bucket's latest bookings; once another
+// process's booking stands on them they stay spent, and nothing is given
+// back twice.
+func TestPrefetchGivesBackUnused(t *testing.T) {
+	clock := newFakeClock()
+	lim, g := prefetchLimiter(t, clock, 8)
+	other := NewLimiter(NewRedisStore(redistest.Shared(t).Client(t), WithClock(clock)), WithKeyPrefix(lim.cfg.prefix))
+	ctx := context.Background()
+	l := Limit{Rate: 1, Period: time.Hour, Burst: 100}
+	left := func() int {
+		t.Helper()
+		st, err := other.Peek(ctx, "k", l)
+		require.NoError(t, err)
+		return st.Remaining
+	}
+	given := func() int {
+		lim.pf.mu.Lock()
+		defer lim.pf.mu.Unlock()
+		return lim.pf.given
+	}
+	lim.pf.fresh = 50 * time.Millisecond
+	for range 2 { // the second books one extra
+		_, err := lim.TryAcquire(ctx, "k", l, 1)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 97, left())
+	require.Eventually(t, func() bool { return given() == 1 }, 5*time.Second, 5*time.Millisecond, "the unused extra given back")
+	assert.Equal(t, 98, left())
+	assert.Equal(t, int64(3), g.scripts.Load(), "two bookings and one give-back")
+
+	for range 2 { // a stale last booking: the first books alone, the second one extra
+		_, err := lim.TryAcquire(ctx, "k", l, 1)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 95, left())
+	_, err := other.TryAcquire(ctx, "k", l, 1) // another process books after the extra
+	require.NoError(t, err)
+	assert.Equal(t, 94, left())
+	time.Sleep(200 * time.Millisecond) // past the extra's timer
+	assert.Equal(t, 1, given(), "an extra another booking stands on is not given back")
+	assert.Equal(t, 94, left(), "it stays spent")
 }
 
 // Shapes whose last booking went stale are swept out of the Limiter once
@@ -139,4 +186,46 @@ func TestPrefetchNothingUnderContention(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(3600e6), r.d.wait, "the next turn, an hour on: no extra took it")
 	assert.Equal(t, int64(2), g.scripts.Load())
+}
+
+// A give-back never lets the fleet have more than the policy allows, and
+// gives back what an unused extra took on every policy: another process
+// then gets exactly what the two calls served left. (The sliding log's
+// rollback puts a stand-in at t − Window for the latest entry, out of every
+// window that can still matter, so it gives back too.)
+func TestPrefetchGiveBackEveryPolicy(t *testing.T) {
+	for _, p := range []Policy{
+		Limit{Rate: 1, Period: time.Hour, Burst: 20},
+		Limit{Rate: 1e9, Burst: 20}, // fine: picoseconds (fine.go)
+		FixedWindow{Max: 20, Window: time.Hour},
+		SlidingWindow{Max: 20, Window: time.Hour, Slots: 4},
+		SlidingLog{Max: 20, Window: time.Hour},
+	} {
+		t.Run(fmt.Sprint(p), func(t *testing.T) {
+			clock := newFakeClock()
+			lim, _ := prefetchLimiter(t, clock, 8)
+			other := NewLimiter(NewRedisStore(redistest.Shared(t).Client(t), WithClock(clock)), WithKeyPrefix(lim.cfg.prefix))
+			ctx := context.Background()
+			lim.pf.fresh = 20 * time.Millisecond
+			for range 2 { // the second books one extra
+				res, err := lim.TryAcquire(ctx, "k", p, 1)
+				require.NoError(t, err)
+				require.True(t, res.Allowed)
+			}
+			require.Eventually(t, func() bool {
+				lim.pf.mu.Lock()
+				defer lim.pf.mu.Unlock()
+				return lim.pf.given == 1
+			}, 5*time.Second, 5*time.Millisecond, "the unused extra given back")
+			rest := 0
+			for range 30 {
+				res, err := other.TryAcquire(ctx, "k", p, 1)
+				require.NoError(t, err)
+				if res.Allowed {
+					rest++
+				}
+			}
+			assert.Equal(t, 18, rest, "20 less the two grants served")
+		})
+	}
 }

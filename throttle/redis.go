@@ -308,6 +308,23 @@ func (s *RedisStore) refund(ctx context.Context, req request, d decision, id str
 	return v == 1, nil
 }
 
+// giveBack gives back grants of req's one bucket that were booked ahead and
+// never taken (prefetch.go), ds in booking order; how many it gave back
+// (lua/giveback.lua).
+func (s *RedisStore) giveBack(ctx context.Context, req request, ds []decision, id string) (int, error) {
+	keys := bucketKeys(make([]string, 0, 5), req.prefix, &req.one)
+	keys = append(keys, keys[0]+":refund:"+id)
+	args := bucketArgs(append(make([]any, 0, 6+2*len(ds)), s.now()), &req.one)
+	for i := len(ds) - 1; i >= 0; i-- {
+		args = append(args, ds[i].handleAt(0), ds[i].slot())
+	}
+	v, err := bucketScripts[scriptGiveBack][req.kind()].Run(ctx, s.rdb, keys, args...).Int64()
+	if err != nil {
+		return 0, s.fail("give back", err)
+	}
+	return int(v), nil
+}
+
 func cooldownMarker(prefix, name string) string { return redisKey(prefix, name) + ":cooldown" }
 
 func (s *RedisStore) cooldown(ctx context.Context, prefix string, b Bucket, d time.Duration) (time.Duration, error) {

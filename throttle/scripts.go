@@ -56,6 +56,8 @@ var (
 	reserveSLLua string
 	//go:embed lua/refund.lua
 	refundLua string
+	//go:embed lua/giveback.lua
+	giveBackLua string
 	//go:embed lua/cooldown.lua
 	cooldownLua string
 	//go:embed lua/peek.lua
@@ -82,6 +84,7 @@ const (
 	scriptReserve scriptOp = iota
 	scriptBatch            // many reserve calls of one shape (coalesce.go)
 	scriptRefund
+	scriptGiveBack // prefetched grants nobody took (prefetch.go)
 	scriptCooldown
 	scriptPeek
 	numScriptOps
@@ -106,6 +109,7 @@ var bucketScripts = func() (s [numScriptOps][numKinds + 1]*redis.Script) {
 		scriptReserve:  shareLua + "\n" + reserveLua + "\n" + reserveOneLua,
 		scriptBatch:    shareLua + "\n" + reserveLua + "\n" + reserveBatchLua,
 		scriptRefund:   refundLua,
+		scriptGiveBack: giveBackLua,
 		scriptCooldown: cooldownLua,
 		scriptPeek:     peekLua,
 	}

@@ -46,7 +46,8 @@ Flags:
   --concurrency N          jobs at once in this process, waiting ones included (default 10)
   --prefetch N             book up to N more grants with each limiter call, for the jobs
                            that follow within 1 ms (0 to 255, default 0: off); for limits
-                           that seldom bind: grants not taken in time are lost to the fleet
+                           that seldom bind: grants not taken in time are given back
+                           unless another booking stands on them (then lost to the fleet)
   --limit SPEC             a limit, repeatable:
                            TYPE=RATE/UNIT[,policy=P][,burst=N][,slots=N][,capacity=N][,key=TEMPLATE]
                                 [,max-wait=D][,cost=N][,global=RATE/UNIT[:BURST]][,in-flight=N]
