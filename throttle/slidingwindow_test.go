@@ -310,7 +310,7 @@ func TestSlidingWindowRandom(t *testing.T) {
 
 // checkSlidingWindowHash checks, after every step of a random run, the hash
 // on the real redis-server (sw.lua's layout): it keeps counts only for the
-// slots b−Slots … b, none of them 0, and its summary (s, o, c, which
+// slots b−Slots … b, none of them 0, and its summary (s, o, c, d, which
 // reserve_sw.lua's fast path reads instead of the counts) is what they say.
 func checkSlidingWindowHash(t *testing.T, p SlidingWindow) lockstepCheck {
 	return func(st lockstepStep) {
@@ -325,7 +325,7 @@ func checkSlidingWindowHash(t *testing.T, p SlidingWindow) lockstepCheck {
 			return x
 		}
 		b, S := num("b"), int64(p.slots())
-		var sum, old, at int64
+		var sum, old, at, next int64
 		for f := range h {
 			j, err := strconv.ParseInt(f, 10, 64)
 			if err != nil {
@@ -334,6 +334,9 @@ func checkSlidingWindowHash(t *testing.T, p SlidingWindow) lockstepCheck {
 			c := num(f)
 			require.Positive(t, c, "%s: slot %d's count in %v", st.msg, j, h)
 			require.True(t, j >= b-S && j <= b, "%s: slot %d kept outside %d…%d: %v", st.msg, j, b-S, b, h)
+			if j == b-S+1 {
+				next = c
+			}
 			switch {
 			case j == b-S:
 				old = c
@@ -343,6 +346,6 @@ func checkSlidingWindowHash(t *testing.T, p SlidingWindow) lockstepCheck {
 				sum += c
 			}
 		}
-		require.Equal(t, []int64{sum, old, at}, []int64{num("s"), num("o"), num("c")}, "%s: summary s, o, c of %v", st.msg, h)
+		require.Equal(t, []int64{sum, old, at, next}, []int64{num("s"), num("o"), num("c"), num("d")}, "%s: summary s, o, c, d of %v", st.msg, h)
 	}
 }

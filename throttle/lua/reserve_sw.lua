@@ -1,8 +1,8 @@
 -- reserve_sw.lua: reserve_tat.lua's counterpart for one sliding window
 -- counter (sw.lua's arithmetic and layout) and no Share, after now.lua
 -- alone: the hash read once (HGETALL) and written once for a batch, and in
--- the usual case, a call in the slot the key last booked, with one HSET of
--- that slot's count; the booked slot, the TTL and the slots that left the
+-- the usual case, a call in the slot the key last booked (or refused up to
+-- the next one), with at most one HSET of that slot's count; the booked slot, the TTL and the slots that left the
 -- window are written only when the booked slot moves. It defines one
 -- function (each definition is run on every call) and walks the counts with
 -- one pass per call; the lockstep tests hold it to sw.lua and the memory
@@ -27,33 +27,48 @@ end
 local cur = floordiv(now, L) -- the slot of now
 
 -- The fast path: the summary (sw.lua) answers every call that books in the
--- slot b the key last booked, or is refused there, while b is now's slot or
--- later and no cooldown reaches past it; the figures then need no other
--- slot (a later b leaves nothing to take at once, and c > 0 makes b the
--- latest slot kept). One HMGET and one HSET of three fields. Any other call
--- (a new slot, a wait into the next one, no summary) goes to the slow path
--- below, before anything is written.
+-- slot b the key last booked, or is refused there or in the next slot,
+-- while b is now's slot or later and no cooldown reaches past it; the
+-- figures then need no other slot (a later b leaves nothing to take at
+-- once, and c > 0 makes b the latest slot kept). One HMGET and, for grants,
+-- one HSET of three fields. Any other call (a new slot, a grant in the next
+-- one, no summary) goes to the slow path below, before anything is written.
 do
-  local f = redis.call("HMGET", KEYS[1], "b", "L", "h", "x", "s", "o", "c")
+  local f = redis.call("HMGET", KEYS[1], "b", "L", "h", "x", "s", "o", "c", "d")
   if f[4] == "1" then return {3} end
-  local b, hold, s, o, c = tonumber(f[1]), tonumber(f[3]) or 0, tonumber(f[5]), tonumber(f[6]), tonumber(f[7])
-  if b and s and o and c and tonumber(f[2]) == L and b >= cur and hold < (b + 1) * L then
+  local b, hold, s, o, c, d = tonumber(f[1]), tonumber(f[3]) or 0, tonumber(f[5]), tonumber(f[6]), tonumber(f[7]), tonumber(f[8])
+  if b and s and o and c and d and tonumber(f[2]) == L and b >= cur and hold < (b + 1) * L then
     local lower, out, k, wrote = b * L, nil, 0, false
     if now > lower then lower = now end
     if hold > lower then lower = hold end
     if m > 1 then out = {} end
     for j = 1, m do
+      local maxwait, e, granted = ARGV[5 + j] + 0, nil, 0
+      -- the earliest instant for n in slot b (sw.lua's tail)
       local r = max - n - s
-      if r < 0 then break end
-      local off = lower - b * L
-      if o > r then
-        local q = -floordiv(-L * (o - r), o) -- L·(o - r)/o, rounded up
-        if q > off then off = q end
+      if r >= 0 then
+        local off = lower - b * L
+        if o > r then
+          local q = -floordiv(-L * (o - r), o) -- L·(o - r)/o, rounded up
+          if q > off then off = q end
+        end
+        if off < L then e = b * L + off end
       end
-      if off >= L then break end -- the next slot: the slow path's
-      local maxwait, wait, granted = ARGV[5 + j] + 0, b * L + off - now, 0
-      if maxwait < 0 or wait <= maxwait then
-        s, c, granted, wrote = s + n, c + n, 1, true
+      if e then
+        if maxwait < 0 or e - now <= maxwait then
+          s, c, granted, wrote = s + n, c + n, 1, true
+          if S == 1 then d = c end
+        end
+      else
+        -- else in slot b+1, whose window holds the summary's slots but
+        -- b-S+1, which it weighs (d); refused there, or the slow path's
+        r = max - n - (s - d)
+        if r < 0 then break end
+        local off = 0
+        if d > r then off = -floordiv(-L * (d - r), d) end
+        if off >= L then break end
+        e = (b + 1) * L + off
+        if maxwait < 0 or e - now <= maxwait then break end -- a grant there moves b
       end
       if c == 0 then break end -- the latest slot kept is earlier: the slow path's
       local left = 0
@@ -64,14 +79,18 @@ do
       local till = (b + S + 1) * L
       if hold > till then till = hold end
       if m == 1 then -- a constructor sizes the table at once (reserve_tat.lua)
-        out = {granted, wait, left, till - now, now, granted * b}
+        out = {granted, e - now, left, till - now, now, granted * b}
       else
-        out[k + 1], out[k + 2], out[k + 3], out[k + 4], out[k + 5], out[k + 6] = granted, wait, left, till - now, now, granted * b
+        out[k + 1], out[k + 2], out[k + 3], out[k + 4], out[k + 5], out[k + 6] = granted, e - now, left, till - now, now, granted * b
       end
       k = k + 6
     end
     if k == 6 * m then
-      if wrote then redis.call("HSET", KEYS[1], b, c, "s", s, "c", c) end
+      if wrote and S == 1 then
+        redis.call("HSET", KEYS[1], b, c, "s", s, "c", c, "d", d)
+      elseif wrote then
+        redis.call("HSET", KEYS[1], b, c, "s", s, "c", c)
+      end
       return out
     end
   end
@@ -87,7 +106,7 @@ for i = 1, #hh, 2 do
   elseif f == "L" then hl = tonumber(hh[i + 1])
   elseif f == "h" then hold = tonumber(hh[i + 1])
   elseif f == "x" then x = hh[i + 1]
-  elseif f ~= "s" and f ~= "o" and f ~= "c" then count[tonumber(f)] = tonumber(hh[i + 1])
+  elseif f ~= "s" and f ~= "o" and f ~= "c" and f ~= "d" then count[tonumber(f)] = tonumber(hh[i + 1])
   end
 end
 if x == "1" then return {3} end
@@ -178,7 +197,7 @@ if next(dirty) then
     if i > b - S and i <= b then sum = sum + c end
   end
   set[#set + 1], set[#set + 2], set[#set + 3], set[#set + 4] = "s", sum, "o", count[b - S] or 0
-  set[#set + 1], set[#set + 2] = "c", count[b] or 0
+  set[#set + 1], set[#set + 2], set[#set + 3], set[#set + 4] = "c", count[b] or 0, "d", count[b - S + 1] or 0
   redis.call("HSET", KEYS[1], unpack(set))
   if moved then
     if not fresh then -- the slots no window that b's calls can see holds

@@ -11,7 +11,8 @@
 -- KEYS: a hash {b = latest booked slot, L, h = a cooldown's end (0: none),
 -- x = 1 while the bucket has holes, <slot index> = count (only counts other
 -- than 0, for slots b-S .. b), and a summary of them for reserve_sw.lua's
--- fast path: s = count[b-S+1 .. b], o = count[b-S], c = count[b]},
+-- fast path: s = count[b-S+1 .. b], o = count[b-S], c = count[b],
+-- d = count[b-S+1]},
 -- expiring at the end of slot b+S. Every write of counts or b writes the
 -- summary with them (a hash without one is served by the slow path, which
 -- writes it).
@@ -44,7 +45,7 @@ end
 
 local function at(b, j) return b.count[j] or 0 end
 
--- summary appends the fields s, o and c (above) for the latest booked slot
+-- summary appends the fields s, o, c and d (above) for the latest booked slot
 -- bb to the HSET arguments args.
 local function summary(b, bb, args)
   local s = 0
@@ -53,7 +54,7 @@ local function summary(b, bb, args)
   end
   local i = #args
   args[i + 1], args[i + 2], args[i + 3], args[i + 4] = "s", s, "o", at(b, bb - b.a3)
-  args[i + 5], args[i + 6] = "c", at(b, bb)
+  args[i + 5], args[i + 6], args[i + 7], args[i + 8] = "c", at(b, bb), "d", at(b, bb - b.a3 + 1)
   return args
 end
 
