@@ -23,7 +23,9 @@ import (
 // bound (at most one below 1,000 a second). Grants not taken within
 // prefetchFresh are given back (lua/giveback.lua, one more script call, off
 // the callers' path): the latest first, each while it is still the bucket's
-// latest booking; once another booking stands on them they stay spent. The
+// latest booking; once another booking stands on them they stay spent. A
+// bucket that has refilled what they took by then (its reset, as of their
+// booking, has passed: a limit far above the demand) is not asked. The
 // cost is fairness: while they wait here no other process can have them,
 // and those another process booked after are lost to every process. A
 // bucket that cannot grant at once books no extra: under contention
@@ -67,6 +69,7 @@ func (p *prefetcher) decide(ctx context.Context, l *Limiter, sh shape, req *requ
 	want := 0
 	var stale []decision // the latest booking's extras, gone stale
 	var back request
+	var last time.Time // when they were booked
 	p.mu.Lock()
 	if s := p.stashes[sh]; s != nil {
 		for len(s.ds) > 0 {
@@ -84,10 +87,10 @@ func (p *prefetcher) decide(ctx context.Context, l *Limiter, sh shape, req *requ
 		if time.Since(s.last) <= p.fresh {
 			want = min(p.max, 2*s.taken+1)
 		}
-		s.taken, back = 0, s.req
+		s.taken, back, last = 0, s.req, s.last
 	}
 	p.mu.Unlock()
-	if len(stale) > 0 {
+	if len(stale) > 0 && worthGiving(stale, last) {
 		// Their timer has not run yet: give them back before this call's
 		// booking, which would stand on them.
 		p.giveBack(ctx, l, back, stale)
@@ -159,11 +162,20 @@ func (p *prefetcher) expire(l *Limiter, sh shape, got time.Time) {
 	s.ds = keep
 	back, latest := s.req, s.last.Equal(got)
 	p.mu.Unlock()
-	if latest && len(stale) > 0 {
+	if latest && len(stale) > 0 && worthGiving(stale, got) {
 		ctx, cancel := context.WithTimeout(context.Background(), giveBackTimeout)
 		defer cancel()
 		p.giveBack(ctx, l, back, stale)
 	}
+}
+
+// worthGiving reports whether stale extras booked at got may still count
+// in their bucket: their last decision's reset (µs until the bucket could
+// grant its most at once, as of the booking) has not passed. A bucket that
+// has refilled what they took since (a limit far above the demand) has
+// nothing to give back, and the call would cost a round trip for nothing.
+func worthGiving(stale []decision, got time.Time) bool {
+	return time.Since(got) < micros(stale[len(stale)-1].reset)
 }
 
 // giveBack gives ds, stale extras of req's shape from one booking, in

@@ -192,11 +192,12 @@ func TestPrefetchNothingUnderContention(t *testing.T) {
 // gives back what an unused extra took on every policy: another process
 // then gets exactly what the two calls served left. (The sliding log's
 // rollback puts a stand-in at t − Window for the latest entry, out of every
-// window that can still matter, so it gives back too.)
+// window that can still matter, so it gives back too. A fine bucket refills
+// what an extra took within nanoseconds, so its extras are not given back:
+// TestPrefetchNoGiveBackWhenRefilled.)
 func TestPrefetchGiveBackEveryPolicy(t *testing.T) {
 	for _, p := range []Policy{
 		Limit{Rate: 1, Period: time.Hour, Burst: 20},
-		Limit{Rate: 1e9, Burst: 20}, // fine: picoseconds (fine.go)
 		FixedWindow{Max: 20, Window: time.Hour},
 		SlidingWindow{Max: 20, Window: time.Hour, Slots: 4},
 		SlidingLog{Max: 20, Window: time.Hour},
@@ -229,3 +230,24 @@ func TestPrefetchGiveBackEveryPolicy(t *testing.T) {
 		})
 	}
 }
+
+// Extras of a bucket that has refilled what they took by the time they go
+// stale (its reset, as of their booking, has passed) are not given back:
+// nothing would come of the call. Here a limit of a million a second.
+func TestPrefetchNoGiveBackWhenRefilled(t *testing.T) {
+	lim, g := prefetchLimiter(t, newFakeClock(), 8)
+	ctx := context.Background()
+	l := Limit{Rate: 1e6, Burst: 100}
+	lim.pf.fresh = 20 * time.Millisecond
+	for range 2 { // the second books one extra; the bucket is full again 2 µs later
+		_, err := lim.TryAcquire(ctx, "k", l, 1)
+		require.NoError(t, err)
+	}
+	time.Sleep(100 * time.Millisecond) // past the extra's timer
+	lim.pf.mu.Lock()
+	given := lim.pf.given
+	lim.pf.mu.Unlock()
+	assert.Equal(t, 0, given)
+	assert.Equal(t, int64(2), g.scripts.Load(), "two bookings, no give-back")
+}
+
