@@ -250,4 +250,3 @@ func TestPrefetchNoGiveBackWhenRefilled(t *testing.T) {
 	assert.Equal(t, 0, given)
 	assert.Equal(t, int64(2), g.scripts.Load(), "two bookings, no give-back")
 }
-
