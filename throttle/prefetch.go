@@ -21,9 +21,11 @@ import (
 // acts up to prefetchFresh later, as a waiter that woke late would; in any
 // span, that can put at most prefetchFresh/T more tokens than the policy's
 // bound (at most one below 1,000 a second). Grants not taken within
-// prefetchFresh are given back (lua/giveback.lua, one more script call, off
-// the callers' path): the latest first, each while it is still the bucket's
-// latest booking; once another booking stands on them they stay spent. A
+// prefetchFresh are given back (lua/giveback.lua, one more script call: by
+// a timer, off the callers' path, or by the shape's next call if it comes
+// before the timer, ahead of its own booking): the latest first, each while
+// it is still the bucket's latest booking; once another booking stands on
+// them they stay spent. A
 // bucket that has refilled what they took by then (its reset, as of their
 // booking, has passed: a limit far above the demand) is not asked. The
 // cost is fairness: while they wait here no other process can have them,
@@ -196,10 +198,10 @@ func (p *prefetcher) giveBack(ctx context.Context, l *Limiter, req request, ds [
 	p.mu.Unlock()
 }
 
-// sweep drops the shapes whose last booking is older than p.fresh (their
-// grants are all stale), then waits for the map to double
-// before the next sweep, so a call pays O(1) for it on average. p.mu is
-// held.
+// sweep drops the shapes whose last booking is older than p.fresh and whose
+// extras are gone (taken, or given back by their timer), then waits for the
+// map to double before the next sweep, so a call pays O(1) for it on
+// average. p.mu is held.
 func (p *prefetcher) sweep() {
 	for sh, s := range p.stashes {
 		if time.Since(s.last) > p.fresh && len(s.ds) == 0 { // extras left wait for their timer
