@@ -49,7 +49,7 @@ if k > 0 then
   if d == 8 and k > 8 then
     if last <= edge then
       d = k
-    else -- look 16, 32... entries in, then halve (sl.lua's trim)
+    else -- look twice as far in each time, then halve (sl.lua's trim)
       local lo, hi = 7, 15 -- old(lo); the first entry after the edge is in (lo, hi]
       if hi > k - 1 then hi = k - 1 end
       while tonumber(redis.call("LINDEX", key, hi)) <= edge do

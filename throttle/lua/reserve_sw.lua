@@ -1,12 +1,13 @@
 -- reserve_sw.lua: reserve_tat.lua's counterpart for one sliding window
 -- counter (sw.lua's arithmetic and layout) and no Share, after now.lua
--- alone: the hash read once (HGETALL) and written once for a batch, and in
--- the usual case, a call in the slot the key last booked (or refused up to
--- the next one), with at most one HSET of that slot's count; the booked slot, the TTL and the slots that left the
--- window are written only when the booked slot moves. It defines one
--- function (each definition is run on every call) and walks the counts with
--- one pass per call; the lockstep tests hold it to sw.lua and the memory
--- store.
+-- alone. Its fast path (below) serves the usual call, in the slot the key
+-- last booked or refused up to the next one, from the summary the hash
+-- keeps: one HMGET and at most one HSET. Its slow path reads the hash once
+-- (HGETALL) and writes it once for a batch; the booked slot, the TTL and the
+-- slots that left the window are written only when the booked slot moves.
+-- It defines one function (each definition is run on every call) and walks
+-- the counts with one pass per call; the lockstep tests hold it to sw.lua
+-- and the memory store, and check the summary after every step.
 --
 -- KEYS[1]        the bucket's state (sw.lua's hash)
 -- ARGV[1..]      as reserve_tat.lua's: now, n, a1 = Max, a2 = L, a3 = S
