@@ -46,6 +46,7 @@ type prefetcher struct {
 	stashes map[shape]*stash
 	sweepAt int // the map's size at which stale shapes are swept out
 	given   int // grants given back so far (tests read it)
+	expired int // timers that have run, give-back call included (tests wait for them)
 }
 
 // stash is one shape's prefetched grants.
@@ -146,6 +147,11 @@ func (p *prefetcher) decide(ctx context.Context, l *Limiter, sh shape, req *requ
 // earlier one's extras have a later booking standing on them: they stay
 // spent).
 func (p *prefetcher) expire(l *Limiter, sh shape, got time.Time) {
+	defer func() {
+		p.mu.Lock()
+		p.expired++
+		p.mu.Unlock()
+	}()
 	p.mu.Lock()
 	s := p.stashes[sh]
 	if s == nil {

@@ -106,6 +106,11 @@ func TestPrefetchGivesBackUnused(t *testing.T) {
 		defer lim.pf.mu.Unlock()
 		return lim.pf.given
 	}
+	expired := func() int {
+		lim.pf.mu.Lock()
+		defer lim.pf.mu.Unlock()
+		return lim.pf.expired
+	}
 	lim.pf.fresh = 50 * time.Millisecond
 	for range 2 { // the second books one extra
 		_, err := lim.TryAcquire(ctx, "k", l, 1)
@@ -124,7 +129,7 @@ func TestPrefetchGivesBackUnused(t *testing.T) {
 	_, err := other.TryAcquire(ctx, "k", l, 1) // another process books after the extra
 	require.NoError(t, err)
 	assert.Equal(t, 94, left())
-	time.Sleep(200 * time.Millisecond) // past the extra's timer
+	require.Eventually(t, func() bool { return expired() == 2 }, 5*time.Second, 5*time.Millisecond, "the extra's timer ran")
 	assert.Equal(t, 1, given(), "an extra another booking stands on is not given back")
 	assert.Equal(t, 94, left(), "it stays spent")
 }
@@ -243,7 +248,11 @@ func TestPrefetchNoGiveBackWhenRefilled(t *testing.T) {
 		_, err := lim.TryAcquire(ctx, "k", l, 1)
 		require.NoError(t, err)
 	}
-	time.Sleep(100 * time.Millisecond) // past the extra's timer
+	require.Eventually(t, func() bool {
+		lim.pf.mu.Lock()
+		defer lim.pf.mu.Unlock()
+		return lim.pf.expired == 1
+	}, 5*time.Second, 5*time.Millisecond, "the extra's timer ran")
 	lim.pf.mu.Lock()
 	given := lim.pf.given
 	lim.pf.mu.Unlock()
