@@ -70,13 +70,13 @@ func WithoutCoalescing() Option {
 // never denies is that of a pool without the round trip (docs/benchmarks.md).
 // Its cost is fairness: while booked grants wait in this process no other
 // process can have them; those not taken within the millisecond are given
-// back (one more script call, off the callers' path) unless another booking
-// already stands on them, in which case they are lost to every process; and
-// the caller that takes one acts up to a millisecond after the instant it
-// was booked at (see prefetch.go). One-bucket
-// calls then go to the store alone, not coalesced; a bucket that cannot grant
-// at once books no extra, nor does a bucket called less often than once a
-// millisecond.
+// back (one more script call, by a timer, or by the next call if it comes
+// first) unless another booking already stands on them, in which case they
+// are lost to every process; and the caller that takes one acts up to a
+// millisecond after the instant it was booked at (see prefetch.go).
+// One-bucket calls then go to the store alone, not coalesced; a bucket that
+// cannot grant at once books no extra, nor does a bucket called less often
+// than once a millisecond.
 func WithPrefetch(n int) Option {
 	return func(c *config) { c.prefetch = min(max(n, 0), maxBatch-1) }
 }

@@ -25,10 +25,9 @@ import (
 // a timer, off the callers' path, or by the shape's next call if it comes
 // before the timer, ahead of its own booking): the latest first, each while
 // it is still the bucket's latest booking; once another booking stands on
-// them they stay spent. A
-// bucket that has refilled what they took by then (its reset, as of their
-// booking, has passed: a limit far above the demand) is not asked. The
-// cost is fairness: while they wait here no other process can have them,
+// them they stay spent. A bucket that has refilled what they took by then
+// (its reset, as of their booking, has passed: a limit far above the
+// demand) is not asked. The cost is fairness: while they wait here no other process can have them,
 // and those another process booked after are lost to every process. A
 // bucket that cannot grant at once books no extra: under contention
 // prefetch does nothing.

@@ -155,8 +155,7 @@ one hot key from two processes (this one and a copy of itself) against the raw
 one-key EVALSHA ceiling and go-redis/redis_rate; the server's CPU per decision
 of each policy against redis_rate's (INFO commandstats); no-op jobs per second
 through a workers.Pool (its limiter on Redis coalesced, not, or prefetching;
-or in process)
-against a plain asynq server.
+or in process) against a plain asynq server.
 
 Flags:
   --redis URL            Redis to measure against (default $REDIS_URL; if neither,

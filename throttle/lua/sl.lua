@@ -4,8 +4,8 @@
 -- KEYS: a list of grant times in µs, oldest first, non-decreasing, one entry
 -- per token, at most Max entries; it expires after its last entry leaves the
 -- window (at the end of that entry's period of min(Window, 1 s), plus
--- int.lua's slack: see commit). A cooldown is read from the marker; the holes key's existence says
--- whether there are holes.
+-- int.lua's slack: see commit). A cooldown is read from the marker; the
+-- holes key's existence says whether there are holes.
 --
 -- The earliest time for n is t = max(now, e_k, e_(k-Max+n) + Window) for the
 -- log's k entries e_1..e_k, the last term only when k-Max+n >= 1: then

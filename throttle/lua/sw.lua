@@ -12,10 +12,9 @@
 -- x = 1 while the bucket has holes, <slot index> = count (only counts other
 -- than 0, for slots b-S .. b), and a summary of them for reserve_sw.lua's
 -- fast path: s = count[b-S+1 .. b], o = count[b-S], c = count[b],
--- d = count[b-S+1]},
--- expiring at the end of slot b+S. Every write of counts or b writes the
--- summary with them (a hash without one is served by the slow path, which
--- writes it).
+-- d = count[b-S+1]}, expiring at the end of slot b+S. Every write of counts
+-- or b writes the summary with them (a hash without one is served by the
+-- slow path, which writes it).
 
 M.sw = {}
 
