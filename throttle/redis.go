@@ -198,7 +198,7 @@ func lean(req *request) bool {
 func (s *RedisStore) reserveLean(ctx context.Context, reqs []request) ([]decision, error) {
 	b := &reqs[0].one
 	a := b.algo()
-	all := bucketKeys(make([]string, 0, 4), reqs[0].prefix, b)
+	prefix := reqs[0].prefix
 	m := len(reqs)
 	// now, n, a1, a2, a3, then each call's longest wait (the lean scripts
 	// know their kind, and count the calls by the arguments: every
@@ -209,16 +209,17 @@ func (s *RedisStore) reserveLean(ctx context.Context, reqs []request) ([]decisio
 	for i := range reqs {
 		args = append(args, reqs[i].maxWait)
 	}
-	script, keys := reserveTBScript, all[:1] // the state (a second key costs the server 0.1 µs)
+	// the keys each script reads, no more (a key costs the server 0.1 µs)
+	script, keys := reserveTBScript, []string{stateKey(prefix, b.Key, a)}
 	switch {
 	case reqs[0].adapt != 0:
-		script, keys = reserveATScript, []string{all[0], all[3]} // and the effective rate
+		script, keys = reserveATScript, append(keys, adaptKey(prefix, b.Key)) // and the effective rate
 	case a.kind() == kindLB:
 		script = reserveLBScript
 	case a.kind() == kindFW:
 		script = reserveFWScript
 	case a.kind() == kindSL:
-		script, keys = reserveSLScript, all
+		script, keys = reserveSLScript, bucketKeys(make([]string, 0, 4), prefix, b)[:3] // state, holes, cooldown marker
 	case a.kind() == kindSW:
 		script = reserveSWScript
 	}

@@ -18,8 +18,8 @@
 -- the general script trims them when it loads the log. The lockstep tests
 -- hold it to sl.lua and the memory store.
 --
--- KEYS           the bucket's four keys (prelude.lua): state, holes,
---                cooldown marker (the fourth is not read)
+-- KEYS           the first three of the bucket's keys (prelude.lua): state,
+--                holes, cooldown marker
 -- ARGV[1..]      as reserve_tat.lua's: now, n, a1 = Max, a2 = Window (µs),
 --                a3 (unused), each call's longest wait
 --
