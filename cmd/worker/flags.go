@@ -65,10 +65,10 @@ Flags:
                                              waiting (default as burst), beyond that refused
                            for the window policies RATE is a whole number; burst, slots and
                            capacity apply to their policy only; global= is a token bucket
-                           adapt=on|off (token-bucket up to 1000000/s; default on): RATE is a ceiling, and the
-                             fleet learns what the upstream allows: a 429 or 503 lowers the
-                             rate, successes raise it back; floor=RATE/UNIT is the least rate
-                             (default a tenth of RATE); see docs/adaptive.md
+                           adapt=on|off (token-bucket up to 1000000/s; default on): RATE is a
+                             ceiling, and the fleet learns what the upstream allows: a 429 or
+                             503 lowers the rate, successes raise it back; floor=RATE/UNIT is
+                             the least rate (default a tenth of RATE); see docs/adaptive.md
                            fair=on|off (default on with key= and global=): the keys share the
                              global bucket by weight, none starving the others; weights=
                              gives keys (as the template derives them) other weights than 1,
