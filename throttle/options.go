@@ -64,19 +64,22 @@ func WithoutCoalescing() Option {
 
 // WithPrefetch makes each one-bucket call to a RedisStore book, in the same
 // script call, up to n more grants of the same bucket that it can make at
-// once, for the calls of this process that follow within a millisecond to
-// take without a round trip (n from 1 to 255; 0, the default, is off). It
-// suits a worker pool whose limits seldom bind: its rate with a limit that
-// never denies is that of a pool without the round trip (docs/benchmarks.md).
+// once, for the calls of this process that follow while the grants are
+// fresh to take without a round trip (n from 1 to 255; 0, the default, is
+// off). A grant stays fresh for a 64th of the time its bucket takes to give
+// back all it grants at once (Policy.Quota), from 1 ms to 20 ms. It suits a
+// worker pool whose limits seldom bind: its rate with a limit that never
+// denies is that of a pool without the round trip (docs/benchmarks.md).
 // Its cost is fairness: while booked grants wait in this process no other
-// process can have them; those not taken within the millisecond are given
-// back (one more script call, by a timer, or by the next call if it comes
-// first) unless another booking already stands on them, in which case they
-// are lost to every process; and the caller that takes one acts up to a
-// millisecond after the instant it was booked at (see prefetch.go).
-// One-bucket calls then go to the store alone, not coalesced; a bucket that
-// cannot grant at once books no extra, nor does a bucket called less often
-// than once a millisecond.
+// process can have them; those not taken while fresh are given back (one
+// more script call, by a timer, or by the next call if it comes first)
+// unless another booking already stands on them, in which case they are
+// lost to every process; and the caller that takes one acts up to its
+// freshness after the instant it was booked at: over any span, up to a
+// 64th of the burst more than the policy's bound, or a millisecond's worth
+// where that is more (see prefetch.go). One-bucket calls then go to the
+// store alone, not coalesced; a bucket that cannot grant at once books no
+// extra, nor does a bucket called less often than its freshness.
 func WithPrefetch(n int) Option {
 	return func(c *config) { c.prefetch = min(max(n, 0), maxBatch-1) }
 }

@@ -10,37 +10,55 @@ import (
 // in the same script call, a few more grants of the same shape that the
 // bucket can make at once (each with a longest wait of 0, decided after the
 // call's own, so they only take what it left); the calls of that shape that
-// follow in this process within prefetchFresh take them without a round
+// follow in this process while they are fresh take them without a round
 // trip. How many it books follows the demand: none unless the shape's last
-// booking came back within prefetchFresh (calls sparser than that would
-// lose what they booked), else twice as many as the calls that took from
-// it, plus one, at most the option's n.
+// booking came back while fresh (calls sparser than that would lose what
+// they booked), else twice as many as the calls that took from it, plus
+// one, at most the option's n.
+//
+// How long a grant stays fresh is the bucket's: a 64th of the time its
+// policy takes to give back all it grants at once (Quota), at least
+// minFresh and at most maxFresh.
 //
 // The promise holds on the bucket's books: every prefetched grant is a grant
 // the bucket made at the instant it was booked. The caller that takes it
-// acts up to prefetchFresh later, as a waiter that woke late would; in any
-// span, that can put at most prefetchFresh/T more tokens than the policy's
-// bound (at most one below 1,000 a second). Grants not taken within
-// prefetchFresh are given back (lua/giveback.lua, one more script call: by
-// a timer, off the callers' path, or by the shape's next call if it comes
-// before the timer, ahead of its own booking): the latest first, each while
-// it is still the bucket's latest booking; once another booking stands on
-// them they stay spent. A bucket that has refilled what they took by then
-// (its reset, as of their booking, has passed: a limit far above the
-// demand) is not asked. The cost is fairness: while they wait here no other process can have them,
-// and those another process booked after are lost to every process. A
-// bucket that cannot grant at once books no extra: under contention
-// prefetch does nothing.
+// acts up to the freshness F later, as a waiter that woke late would: over
+// any span, the process can act on what the policy grants over that span
+// and F more; for a token or leaky bucket, rate·F more grants: at most a
+// 64th of its burst, or a millisecond's worth where that is more (at most
+// one below 1,000 a second). Grants not taken while fresh are given back
+// (lua/giveback.lua, one more script call: by a timer, off the callers'
+// path, or by the shape's next call if it comes before the timer, ahead of
+// its own booking): the latest first, each while it is still the bucket's
+// latest booking; once another booking stands on them they stay spent. A
+// bucket that has refilled what they took by then (its reset, as of their
+// booking, has passed: a limit far above the demand) is not asked. The cost
+// is fairness: while they wait here no other process can have them, and
+// those another process booked after are lost to every process. A bucket
+// that cannot grant at once books no extra: under contention prefetch does
+// nothing.
 
-// prefetchFresh is how long a prefetched grant may be taken after it was booked.
-const prefetchFresh = time.Millisecond
+// minFresh and maxFresh bound how long a prefetched grant may be taken
+// after it was booked.
+const (
+	minFresh = time.Millisecond
+	maxFresh = 20 * time.Millisecond
+)
+
+// freshness is how long a grant prefetched from b may be taken after it was
+// booked: a 64th of the time b's policy takes to give back all it grants at
+// once, from minFresh to maxFresh.
+func freshness(b Bucket) time.Duration {
+	_, refill := b.Limit.Quota()
+	return min(max(refill/64, minFresh), maxFresh)
+}
 
 // giveBackTimeout bounds a give-back's store call.
 const giveBackTimeout = time.Second
 
 type prefetcher struct {
 	max     int
-	fresh   time.Duration // prefetchFresh; tests change it
+	fresh   func(Bucket) time.Duration // freshness; tests change it
 	mu      sync.Mutex
 	stashes map[shape]*stash
 	sweepAt int // the map's size at which stale shapes are swept out
@@ -50,7 +68,8 @@ type prefetcher struct {
 
 // stash is one shape's prefetched grants.
 type stash struct {
-	req   request // the shape's request, for a give-back
+	req   request       // the shape's request, for a give-back
+	fresh time.Duration // how long the last booking's grants may be taken
 	ds    []prefetched
 	taken int       // grants taken since the last booking
 	last  time.Time // when the last booking came back
@@ -62,13 +81,13 @@ type prefetched struct {
 }
 
 func newPrefetcher(n int) *prefetcher {
-	return &prefetcher{max: n, fresh: prefetchFresh, stashes: make(map[shape]*stash), sweepAt: 64}
+	return &prefetcher{max: n, fresh: freshness, stashes: make(map[shape]*stash), sweepAt: 64}
 }
 
 // decide is Limiter.decide for a one-bucket shape: a prefetched grant if a
 // fresh one is stashed, else a store call that books req and the extras.
 func (p *prefetcher) decide(ctx context.Context, l *Limiter, sh shape, req *request) (decision, *Limiter, error) {
-	want := 0
+	want, fresh := 0, p.fresh(sh.one)
 	var stale []decision // the latest booking's extras, gone stale
 	var back request
 	var last time.Time // when they were booked
@@ -77,7 +96,7 @@ func (p *prefetcher) decide(ctx context.Context, l *Limiter, sh shape, req *requ
 		for len(s.ds) > 0 {
 			x := s.ds[0]
 			s.ds = s.ds[1:]
-			if time.Since(x.got) <= p.fresh {
+			if time.Since(x.got) <= fresh {
 				s.taken++
 				p.mu.Unlock()
 				return x.d, l, nil
@@ -86,7 +105,7 @@ func (p *prefetcher) decide(ctx context.Context, l *Limiter, sh shape, req *requ
 				stale = append(stale, x.d)
 			}
 		}
-		if time.Since(s.last) <= p.fresh {
+		if time.Since(s.last) <= fresh {
 			want = min(p.max, 2*s.taken+1)
 		}
 		s.taken, back, last = 0, s.req, s.last
@@ -123,7 +142,7 @@ func (p *prefetcher) decide(ctx context.Context, l *Limiter, sh shape, req *requ
 		s = &stash{}
 		p.stashes[sh] = s
 	}
-	s.req, s.last = *req, now
+	s.req, s.last, s.fresh = *req, now, fresh
 	booked := false
 	for _, d := range ds[1:] {
 		if d.granted {
@@ -136,7 +155,7 @@ func (p *prefetcher) decide(ctx context.Context, l *Limiter, sh shape, req *requ
 	}
 	p.mu.Unlock()
 	if booked {
-		time.AfterFunc(p.fresh, func() { p.expire(l, sh, now) })
+		time.AfterFunc(fresh, func() { p.expire(l, sh, now) })
 	}
 	return ds[0], l, nil
 }
@@ -203,13 +222,13 @@ func (p *prefetcher) giveBack(ctx context.Context, l *Limiter, req request, ds [
 	p.mu.Unlock()
 }
 
-// sweep drops the shapes whose last booking is older than p.fresh and whose
+// sweep drops the shapes whose last booking is no longer fresh and whose
 // extras are gone (taken, or given back by their timer), then waits for the
 // map to double before the next sweep, so a call pays O(1) for it on
 // average. p.mu is held.
 func (p *prefetcher) sweep() {
 	for sh, s := range p.stashes {
-		if time.Since(s.last) > p.fresh && len(s.ds) == 0 { // extras left wait for their timer
+		if time.Since(s.last) > s.fresh && len(s.ds) == 0 { // extras left wait for their timer
 			delete(p.stashes, sh)
 		}
 	}

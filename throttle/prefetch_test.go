@@ -22,7 +22,7 @@ func prefetchLimiter(t *testing.T, clock Clock, n int) (*Limiter, *gate) {
 	g := newGate()
 	rdb.AddHook(g)
 	l := NewLimiter(NewRedisStore(rdb, WithClock(clock)), WithKeyPrefix(redistest.Prefix(t)), WithPrefetch(n))
-	l.pf.fresh = time.Hour
+	l.pf.fresh = freshFor(time.Hour)
 	// Load the scripts, so that each call below is one EVALSHA.
 	warm := Limit{Rate: 1, Burst: 1}
 	_, err := l.TryAcquire(context.Background(), "warm", warm, 1)
@@ -77,8 +77,8 @@ func TestPrefetchBooksAndServes(t *testing.T) {
 	try() // 1 + 7 (2·3+1)
 	assert.Equal(t, 85, left())
 	try()
-	lim.pf.fresh = 0 // the six extras left go stale, and so does the booking
-	try()            // the stale ones given back first (their timer is an hour off); its own grant alone
+	lim.pf.fresh = freshFor(0) // the six extras left go stale, and so does the booking
+	try()                      // the stale ones given back first (their timer is an hour off); its own grant alone
 	assert.Equal(t, int64(6), g.scripts.Load(), "the give-back and its own booking")
 	assert.Equal(t, 90, left(), "the six stale extras, still the bucket's latest, given back")
 	try() // calls sparser than the freshness book nothing extra
@@ -111,7 +111,7 @@ func TestPrefetchGivesBackUnused(t *testing.T) {
 		defer lim.pf.mu.Unlock()
 		return lim.pf.expired
 	}
-	lim.pf.fresh = 50 * time.Millisecond
+	lim.pf.fresh = freshFor(50 * time.Millisecond)
 	for range 2 { // the second books one extra
 		_, err := lim.TryAcquire(ctx, "k", l, 1)
 		require.NoError(t, err)
@@ -140,7 +140,7 @@ func TestPrefetchSweepsIdleShapes(t *testing.T) {
 	lim, _ := prefetchLimiter(t, newFakeClock(), 8)
 	ctx := context.Background()
 	l := Limit{Rate: 1, Period: time.Hour, Burst: 10}
-	lim.pf.fresh = 0
+	lim.pf.fresh = freshFor(0)
 	for i := range 200 {
 		_, err := lim.TryAcquire(ctx, fmt.Sprint("tenant:", i), l, 1)
 		require.NoError(t, err)
@@ -212,7 +212,7 @@ func TestPrefetchGiveBackEveryPolicy(t *testing.T) {
 			lim, _ := prefetchLimiter(t, clock, 8)
 			other := NewLimiter(NewRedisStore(redistest.Shared(t).Client(t), WithClock(clock)), WithKeyPrefix(lim.cfg.prefix))
 			ctx := context.Background()
-			lim.pf.fresh = 20 * time.Millisecond
+			lim.pf.fresh = freshFor(20 * time.Millisecond)
 			for range 2 { // the second books one extra
 				res, err := lim.TryAcquire(ctx, "k", p, 1)
 				require.NoError(t, err)
@@ -243,7 +243,7 @@ func TestPrefetchNoGiveBackWhenRefilled(t *testing.T) {
 	lim, g := prefetchLimiter(t, newFakeClock(), 8)
 	ctx := context.Background()
 	l := Limit{Rate: 1e6, Burst: 100}
-	lim.pf.fresh = 20 * time.Millisecond
+	lim.pf.fresh = freshFor(20 * time.Millisecond)
 	for range 2 { // the second books one extra; the bucket is full again 2 µs later
 		_, err := lim.TryAcquire(ctx, "k", l, 1)
 		require.NoError(t, err)
@@ -258,4 +258,30 @@ func TestPrefetchNoGiveBackWhenRefilled(t *testing.T) {
 	lim.pf.mu.Unlock()
 	assert.Equal(t, 0, given)
 	assert.Equal(t, int64(2), g.scripts.Load(), "two bookings, no give-back")
+}
+
+// freshFor is a prefetcher's freshness fixed at d, whatever the bucket.
+func freshFor(d time.Duration) func(Bucket) time.Duration {
+	return func(Bucket) time.Duration { return d }
+}
+
+// A prefetched grant stays fresh for a 64th of the time its bucket takes to
+// give back all it grants at once, from a millisecond to 20 ms.
+func TestPrefetchFreshness(t *testing.T) {
+	for _, c := range []struct {
+		p    Policy
+		want time.Duration
+	}{
+		{Limit{Rate: 1000, Burst: 20}, time.Millisecond},                       // 20 ms to refill: floor
+		{Limit{Rate: 1000, Burst: 640}, 10 * time.Millisecond},                 // 640 ms
+		{Limit{Rate: 1e6, Burst: 1 << 20}, 16384 * time.Microsecond},           // 1.048576 s
+		{Limit{Rate: 10, Burst: 10}, 15625 * time.Microsecond},                 // 1 s
+		{Limit{Rate: 1, Period: time.Minute, Burst: 5}, 20 * time.Millisecond}, // 5 min: ceiling
+		{LeakyBucket{Rate: 100, Capacity: 128}, 20 * time.Millisecond},
+		{FixedWindow{Max: 100, Window: 640 * time.Millisecond}, 10 * time.Millisecond},
+		{SlidingWindow{Max: 100, Window: time.Second}, 15625 * time.Microsecond},
+		{SlidingLog{Max: 100, Window: 32 * time.Millisecond}, time.Millisecond},
+	} {
+		assert.Equal(t, c.want, freshness(Bucket{Key: "k", Limit: c.p}), "%v", c.p)
+	}
 }

@@ -45,7 +45,8 @@ Flags:
                            in the same forms
   --concurrency N          jobs at once in this process, waiting ones included (default 10)
   --prefetch N             book up to N more grants with each limiter call, for the jobs
-                           that follow within 1 ms (0 to 255, default 0: off); for limits
+                           that follow within 1-20 ms (a 64th of the time the limit takes
+                           to refill its burst; 0 to 255, default 0: off); for limits
                            that seldom bind: grants not taken in time are given back
                            unless another booking stands on them (then lost to the fleet)
   --limit SPEC             a limit, repeatable:
