@@ -49,12 +49,12 @@ func (p *Pool) adaptRefused(ctx context.Context, j *job) {
 	a := j.pol.adaptive
 	st, lowered, err := p.adapt.Refused(context.WithoutCancel(ctx), j.key, *a)
 	if err != nil {
-		j.log.Debug("workers: cannot report the refusal to the adaptive rate", "err", err)
+		j.logger().Debug("workers: cannot report the refusal to the adaptive rate", "err", err)
 		return
 	}
 	if lowered {
 		p.rebookBucket(j.key)
-		j.log.Info("workers: upstream refused: the fleet's effective rate for the bucket is lowered",
+		j.logger().Info("workers: upstream refused: the fleet's effective rate for the bucket is lowered",
 			"bucket", j.key, "rate", st.Rate, "ceiling", a.Ceiling.Rate, "per", a.Ceiling.Period.String(), "why", st.Reason)
 	}
 }
@@ -62,7 +62,7 @@ func (p *Pool) adaptRefused(ctx context.Context, j *job) {
 // adaptSucceeded counts a success of job j for its adaptive bucket.
 func (p *Pool) adaptSucceeded(ctx context.Context, j *job) {
 	if err := p.adapt.Succeeded(context.WithoutCancel(ctx), j.key, *j.pol.adaptive); err != nil {
-		j.log.Debug("workers: cannot report successes to the adaptive rate", "err", err)
+		j.logger().Debug("workers: cannot report successes to the adaptive rate", "err", err)
 	}
 }
 
@@ -99,6 +99,6 @@ func (p *Pool) rateDropped(ctx context.Context, j *job) bool {
 	if err != nil || l.Rate >= j.rate {
 		return false
 	}
-	j.log.Debug("workers: the bucket's adaptive rate dropped while the job waited; taking a new turn", "booked_at", j.rate, "rate", l.Rate)
+	j.logger().Debug("workers: the bucket's adaptive rate dropped while the job waited; taking a new turn", "booked_at", j.rate, "rate", l.Rate)
 	return true
 }

@@ -104,10 +104,10 @@ func (p *Pool) requeue(ctx context.Context, j *job, delay time.Duration, slot ti
 	}
 	info, err := p.client.RequeueTicket(ctx, j.task, delay, slot, fp)
 	if err != nil {
-		j.log.Error("workers: queue store (asynq's Redis) unavailable: cannot send the job back; asynq's retry path takes it",
+		j.logger().Error("workers: queue store (asynq's Redis) unavailable: cannot send the job back; asynq's retry path takes it",
 			"reason", why.String(), "delay", delay, "err", err)
 		return nil, queue.Throttled(delay, fmt.Sprintf("workers: %s: sending the job back failed: %v", why, err))
 	}
-	j.log.Debug("workers: job sent back", "reason", why.String(), "delay", delay, "ticket", !slot.IsZero())
+	j.logger().Debug("workers: job sent back", "reason", why.String(), "delay", delay, "ticket", !slot.IsZero())
 	return info, nil
 }

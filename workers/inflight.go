@@ -29,7 +29,7 @@ func (p *Pool) runHolding(ctx context.Context, j *job) error {
 	if lost && err != nil {
 		// Its slot may be someone else's by now: the run was cut short for
 		// that, which is throttling, not a failure.
-		j.log.Warn("workers: in-flight slot lost while the handler ran; sending the job back", "err", err)
+		j.logger().Warn("workers: in-flight slot lost while the handler ran; sending the job back", "err", err)
 		return p.comeBack(ctx, j, backoffDelay(j.meta.Requeues), time.Time{}, reasonInFlight)
 	}
 	return p.result(ctx, j, err)
@@ -78,7 +78,7 @@ func (p *Pool) noSlot(ctx context.Context, j *job, err error) error {
 		}
 		return p.comeBack(ctx, j, d, time.Time{}, reasonInFlight)
 	}
-	j.log.Debug("workers: limiter store unavailable; sending the job back", "err", err)
+	j.logger().Debug("workers: limiter store unavailable; sending the job back", "err", err)
 	return p.comeBack(ctx, j, backoffDelay(j.meta.Requeues), time.Time{}, reasonStore)
 }
 
@@ -105,7 +105,7 @@ func (p *Pool) runLeased(ctx context.Context, j *job, lease *throttle.Lease) (lo
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 		defer rcancel()
 		if rerr := lease.Release(rctx); rerr != nil {
-			j.log.Warn("workers: cannot release the in-flight slot; it comes back when its lease runs out", "err", rerr)
+			j.logger().Warn("workers: cannot release the in-flight slot; it comes back when its lease runs out", "err", rerr)
 		}
 	}()
 	err = j.rt.h.ProcessTask(hctx, j.task)

@@ -27,7 +27,10 @@ type job struct {
 	meta    queue.Meta   // the task's sluice headers; a malformed one is left zero
 	retried int          // asynq's retry count of this run
 	start   time.Time
-	log     *slog.Logger
+	id      string       // asynq's task id
+	queue   string       // the queue asynq took the task from
+	lg      *slog.Logger // the job's logger, made on first use (logger)
+	base    *slog.Logger // the pool's logger
 
 	buckets []throttle.Bucket // the policy's buckets for this task
 	key     string            // the task's own bucket: where a cooldown goes
@@ -101,7 +104,7 @@ func (p *Pool) rebound(j *job) (bool, error) {
 	if cur == nil || cur == j.pol || cur.fp == j.pol.fp {
 		return false, nil
 	}
-	j.log.Debug("workers: the limit changed since the job booked its turn; taking a new one")
+	j.logger().Debug("workers: the limit changed since the job booked its turn; taking a new one")
 	j.pol = cur
 	return true, p.bind(j)
 }
@@ -110,13 +113,22 @@ func (p *Pool) newJob(ctx context.Context, task *asynq.Task, rt *route) *job {
 	id, _ := asynq.GetTaskID(ctx)
 	qname, _ := asynq.GetQueueName(ctx)
 	retried, _ := asynq.GetRetryCount(ctx)
-	j := &job{task: task, rt: rt, pol: rt.pol.Load(), retried: retried, start: time.Now()}
-	j.log = p.log.With("task_id", id, "task_type", task.Type(), "queue", qname, "policy", rt.policyName())
+	j := &job{task: task, rt: rt, pol: rt.pol.Load(), id: id, queue: qname, retried: retried, start: time.Now(), base: p.log}
 	var err error
 	if j.meta, err = queue.MetaOf(task); err != nil {
-		j.log.Warn("workers: malformed sluice header, treated as absent", "err", err)
+		j.logger().Warn("workers: malformed sluice header, treated as absent", "err", err)
 	}
 	return j
+}
+
+// logger is job j's logger: the pool's, with the task's id, type and queue
+// and the policy's name. It is made on first use: most jobs log nothing, and
+// a logger's With costs each of them (1-2 % of a no-op job's CPU).
+func (j *job) logger() *slog.Logger {
+	if j.lg == nil {
+		j.lg = j.base.With("task_id", j.id, "task_type", j.task.Type(), "queue", j.queue, "policy", j.rt.policyName())
+	}
+	return j.lg
 }
 
 // budget is how long job j may wait in this process for its turn: its
@@ -242,7 +254,7 @@ func (p *Pool) notReserved(ctx context.Context, j *job, err error) error {
 		p.outcome(ctx, j.rt, outFailed)
 		return ctx.Err()
 	}
-	j.log.Debug("workers: limiter store unavailable; sending the job back", "err", err)
+	j.logger().Debug("workers: limiter store unavailable; sending the job back", "err", err)
 	return p.comeBack(ctx, j, backoffDelay(j.meta.Requeues), time.Time{}, reasonStore)
 }
 
@@ -254,7 +266,7 @@ func (p *Pool) notReserved(ctx context.Context, j *job, err error) error {
 // pool that stops while it sleeps.
 func (p *Pool) redeem(ctx context.Context, j *job) error {
 	if void, why := p.ticketVoid(ctx, j); void {
-		j.log.Debug("workers: " + why + " since the ticket was booked; taking a new turn")
+		j.logger().Debug("workers: " + why + " since the ticket was booked; taking a new turn")
 		return p.acquire(ctx, j)
 	}
 	slot := j.meta.Slot
@@ -263,7 +275,7 @@ func (p *Pool) redeem(ctx context.Context, j *job) error {
 		// Its tokens were counted at its slot, long ago: run now with the
 		// other late ones and they would bunch past the bucket's burst. The
 		// turn is given up (its tokens wasted, never granted twice) for a new one.
-		j.log.Debug("workers: ticket too late; taking a new turn", "late", -wait)
+		j.logger().Debug("workers: ticket too late; taking a new turn", "late", -wait)
 		return p.acquire(ctx, j)
 	}
 	if wait <= 0 {
@@ -327,7 +339,7 @@ func (p *Pool) heedCooldown(ctx context.Context, j *job) (sent bool, err error) 
 	defer cancel()
 	left, cerr := p.cfg.Limiter.CooldownLeft(sctx, j.key)
 	if cerr != nil {
-		j.log.Debug("workers: cannot read the bucket's cooldown; keeping the turn", "err", cerr)
+		j.logger().Debug("workers: cannot read the bucket's cooldown; keeping the turn", "err", cerr)
 		return false, nil
 	}
 	if left <= 0 {
@@ -399,7 +411,7 @@ func (p *Pool) result(ctx context.Context, j *job, err error) error {
 	if spent || errors.Is(err, asynq.SkipRetry) {
 		// asynq archives the job: count it, so that the pool's Archived is
 		// every job archived in its hands (the metric keeps it a failure).
-		j.log.Warn("workers: handler failed for the last time; asynq archives the job", "err", err)
+		j.logger().Warn("workers: handler failed for the last time; asynq archives the job", "err", err)
 		p.stats.archived.Add(1)
 		if spent && !errors.Is(err, asynq.SkipRetry) {
 			// The job's own budget is spent. asynq holds one retry more (see
@@ -408,7 +420,7 @@ func (p *Pool) result(ctx context.Context, j *job, err error) error {
 		}
 		return err
 	}
-	j.log.Warn("workers: handler failed; asynq retries the job", "err", err, "retried", j.retried)
+	j.logger().Warn("workers: handler failed; asynq retries the job", "err", err, "retried", j.retried)
 	return err
 }
 
@@ -433,14 +445,14 @@ func (p *Pool) upstream(ctx context.Context, j *job, up *UpstreamError) error {
 		p.adaptRefused(ctx, j)
 	}
 	if !cool {
-		j.log.Info("workers: upstream unavailable (503 without Retry-After); the job comes back later, the bucket goes on",
+		j.logger().Info("workers: upstream unavailable (503 without Retry-After); the job comes back later, the bucket goes on",
 			"status", up.StatusCode, "after", d, "reason", up.Reason)
 		if d > p.remaining(j) {
 			return p.archive(ctx, j, p.pastHorizon(j, d))
 		}
 		return p.comeBack(ctx, j, d, time.Time{}, reasonUpstream)
 	}
-	j.log.Info("workers: upstream refused the job; cooling its bucket down",
+	j.logger().Info("workers: upstream refused the job; cooling its bucket down",
 		"status", up.StatusCode, "cooldown", d, "reason", up.Reason)
 	if j.pol == nil {
 		if d > p.remaining(j) {
@@ -453,7 +465,7 @@ func (p *Pool) upstream(ctx context.Context, j *job, up *UpstreamError) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
 	if _, err := p.cfg.Limiter.Cooldown(sctx, j.key, j.buckets[0].Limit, d); err != nil {
-		j.log.Debug("workers: limiter store unavailable; cannot put the bucket in cooldown", "err", err)
+		j.logger().Debug("workers: limiter store unavailable; cannot put the bucket in cooldown", "err", err)
 	} else {
 		p.cooledDown(ctx, j.rt)
 	}
@@ -467,7 +479,7 @@ func (p *Pool) upstream(ctx context.Context, j *job, up *UpstreamError) error {
 	case errors.As(err, &limited):
 		return p.archive(ctx, j, p.pastHorizon(j, limited.RetryAfter))
 	case err != nil:
-		j.log.Debug("workers: limiter store unavailable; sending the job back without a turn", "err", err)
+		j.logger().Debug("workers: limiter store unavailable; sending the job back without a turn", "err", err)
 		return p.comeBack(ctx, j, d, time.Time{}, reasonUpstream)
 	}
 	j.rate = r.AdaptiveRate()
@@ -494,14 +506,14 @@ func (p *Pool) handlerThrottled(ctx context.Context, j *job, err error) error {
 	if d > p.remaining(j) {
 		return p.archive(ctx, j, p.pastHorizon(j, d))
 	}
-	j.log.Debug("workers: handler says come back later", "err", err)
+	j.logger().Debug("workers: handler says come back later", "err", err)
 	return p.comeBack(ctx, j, d, time.Time{}, reasonHandler)
 }
 
 // archive returns err, which wraps asynq.SkipRetry, so that asynq archives
 // the job with err's message as its last error.
 func (p *Pool) archive(ctx context.Context, j *job, err error) error {
-	j.log.Warn("workers: archiving job", "err", err)
+	j.logger().Warn("workers: archiving job", "err", err)
 	span := trace.SpanFromContext(ctx)
 	span.RecordError(err)
 	span.SetStatus(codes.Error, "archived")

@@ -69,9 +69,9 @@ func (p *Pool) applyNote(ctx context.Context, j *job) {
 		_, err := p.cfg.Limiter.Cooldown(sctx, j.key, *a, exhaustedHold(q))
 		cancel()
 		if err != nil {
-			j.log.Debug("workers: cannot hold the bucket for the announced reset", "err", err)
+			j.logger().Debug("workers: cannot hold the bucket for the announced reset", "err", err)
 		} else {
-			j.log.Info("workers: the upstream's quota is spent: the bucket waits for its announced reset",
+			j.logger().Info("workers: the upstream's quota is spent: the bucket waits for its announced reset",
 				"bucket", j.key, "reset", q.Reset)
 		}
 	}
@@ -87,12 +87,12 @@ func (p *Pool) announced(ctx context.Context, j *job, q backoff.Quota) {
 	}
 	st, changed, err := p.adapt.Announced(context.WithoutCancel(ctx), j.key, *a, rate)
 	if err != nil {
-		j.log.Debug("workers: cannot report the announced quota", "err", err)
+		j.logger().Debug("workers: cannot report the announced quota", "err", err)
 		return
 	}
 	if changed {
 		p.rebookBucket(j.key)
-		j.log.Info("workers: the upstream announced its quota: the fleet's effective rate for the bucket follows it",
+		j.logger().Info("workers: the upstream announced its quota: the fleet's effective rate for the bucket follows it",
 			"bucket", j.key, "rate", st.Rate, "ceiling", a.Ceiling.Rate, "per", a.Ceiling.Period.String())
 	}
 }
