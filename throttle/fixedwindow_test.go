@@ -264,3 +264,31 @@ func TestPolicyLoadFixedWindow(t *testing.T) {
 	require.Less(t, load.roundTripsPerGrant(), 1.2)
 	require.LessOrEqual(t, worst, 2*p.Max)
 }
+
+// A key taken under one window and then under another starts afresh: the
+// count of a window of the old length says nothing of the new one's.
+func TestFixedWindowChangedWindow(t *testing.T) {
+	for name, store := range map[string]func(Clock) Store{
+		"memory": func(c Clock) Store { return NewMemoryStore(WithClock(c)) },
+		"redis":  func(c Clock) Store { return NewRedisStore(redistest.Shared(t).Client(t), WithClock(c)) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			clock := newFakeClock()
+			lim := NewLimiter(store(clock), WithKeyPrefix(redistest.Prefix(t)))
+			ctx := context.Background()
+			short := FixedWindow{Max: 2, Window: time.Second}
+			res, err := lim.TryAcquire(ctx, "k", short, 2)
+			require.NoError(t, err)
+			require.True(t, res.Allowed)
+			res, err = lim.TryAcquire(ctx, "k", short, 1)
+			require.NoError(t, err)
+			require.False(t, res.Allowed, "the window is full")
+
+			long := FixedWindow{Max: 2, Window: 2 * time.Second}
+			res, err = lim.TryAcquire(ctx, "k", long, 2)
+			require.NoError(t, err)
+			assert.True(t, res.Allowed, "a new window length: a fresh count")
+			assert.Equal(t, 0, res.Remaining)
+		})
+	}
+}

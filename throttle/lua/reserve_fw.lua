@@ -18,11 +18,14 @@ if st[5] == "1" then return {3} end
 -- number (as int.lua's floordiv does; all integers below 2^53)
 local cur = math.floor(now / W)
 if cur * W > now then cur = cur - 1 elseif (cur + 1) * W <= now then cur = cur + 1 end
-local w, c = tonumber(st[1]), tonumber(st[2])
-if w == nil or c == nil or tonumber(st[3]) ~= W or w < cur then w, c = cur, 0 end
-local w0 = tonumber(st[1]) -- the window the key holds, if its state stands
+-- the fields are numbers this script or fw.lua wrote, read by Lua's own
+-- coercion (now.lua); a missing one is false
+local w, c = cur, 0
+if st[1] and st[2] and st[3] and st[3] + 0 == W and st[1] + 0 >= cur then w, c = st[1] + 0, st[2] + 0 end
+local w0 = w -- the window the key holds, if its state stands
 if c == 0 then w0 = nil end
-local hold = tonumber(st[4]) or 0
+local hold = 0
+if st[4] then hold = st[4] + 0 end
 
 local out, o, wrote = {}, 0, false
 if m == 1 then out = nil end
