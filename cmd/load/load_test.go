@@ -78,6 +78,7 @@ func TestHotAndCostRun(t *testing.T) {
 			for _, p := range costPolicies {
 				assert.Contains(t, out.String(), "server µs per decision, "+p.name)
 			}
+			assert.Contains(t, out.String(), "redis_rate Allow against itself")
 		case "pool":
 			assert.Contains(t, out.String(), "no-op jobs/s through a workers.Pool")
 			assert.Contains(t, out.String(), "limiter in process")

@@ -235,6 +235,16 @@ func (s *Server) newClient() *redis.Client {
 	return redis.NewClient(opt)
 }
 
+// Pid is the server's process id, or 0 if it is not running.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.cmd.Process.Pid
+}
+
 // running reports whether the server's process is up (neither killed nor stopped).
 func (s *Server) running() bool {
 	s.mu.Lock()
