@@ -154,7 +154,10 @@ grant, tokens granted against Burst + Rate*T, fairness, lateness, TryAcquire
 throughput against a trivial EVALSHA, the memory store, an idle bucket's size;
 one hot key from two processes (this one and a copy of itself) against the raw
 one-key EVALSHA ceiling and go-redis/redis_rate; the server's CPU per decision
-of each policy against redis_rate's (INFO commandstats); no-op jobs per second
+of each policy against redis_rate's (INFO commandstats; five pairs of runs,
+the median ratio, and redis_rate against itself to show the noise; a
+redis-server this command started runs that group on a CPU of its own, Linux
+only); no-op jobs per second
 through a workers.Pool (its limiter on Redis coalesced, not, or prefetching;
 or in process) against a plain asynq server.
 
