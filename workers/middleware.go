@@ -202,6 +202,15 @@ func (p *Pool) acquire(ctx context.Context, j *job) error {
 		return p.sendBackWith(ctx, j, r, why)
 	}
 
+	if d == 0 {
+		// Its turn is now: no wait for a stopping pool or a rebooking to
+		// cut short, so none is registered (most jobs of a limit that does
+		// not bind: a waiter costs each of them five allocations).
+		_ = r.Wait(tctx) // with no delay it only marks the grant taken
+		span.End()
+		p.waited(ctx, j.rt, 0)
+		return p.runHolding(ctx, j)
+	}
 	wctx, cancel := context.WithCancel(tctx)
 	defer cancel()
 	w := &waiter{policy: j.rt.name, bucket: j.key, slot: r.Time(), cancel: cancel, done: make(chan struct{})}
