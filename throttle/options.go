@@ -71,7 +71,9 @@ func WithoutCoalescing() Option {
 // worker pool whose limits seldom bind: its rate with a limit that never
 // denies is that of a pool without the round trip (docs/benchmarks.md).
 // Its cost is fairness: while booked grants wait in this process no other
-// process can have them; those not taken while fresh are given back (one
+// process can have them (it books extras only from the upper half of the
+// bucket, as its last booking left it: near its limit a bucket is booked
+// one call at a time); those not taken while fresh are given back (one
 // more script call, by a timer, or by the next call if it comes first)
 // unless another booking already stands on them, in which case they are
 // lost to every process; and the caller that takes one acts up to its

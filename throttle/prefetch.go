@@ -14,7 +14,10 @@ import (
 // trip. How many it books follows the demand: none unless the shape's last
 // booking came back while fresh (calls sparser than that would lose what
 // they booked), else twice as many as the calls that took from it, plus
-// one, at most the option's n.
+// one, at most the option's n, and no more than would take the bucket below
+// half of what it grants at once, as its last booking left it: a bucket
+// nearer its limit than that is booked one call at a time, as without
+// prefetch, so that no process holds grants others are about to need.
 //
 // How long a grant stays fresh is the bucket's: a 64th of the time its
 // policy takes to give back all it grants at once (Quota), at least
@@ -70,6 +73,7 @@ type prefetcher struct {
 type stash struct {
 	req   request       // the shape's request, for a give-back
 	fresh time.Duration // how long the last booking's grants may be taken
+	room  int           // what the bucket could still grant at once after the last booking
 	ds    []prefetched
 	taken int       // grants taken since the last booking
 	last  time.Time // when the last booking came back
@@ -106,7 +110,8 @@ func (p *prefetcher) decide(ctx context.Context, l *Limiter, sh shape, req *requ
 			}
 		}
 		if time.Since(s.last) <= fresh {
-			want = min(p.max, 2*s.taken+1)
+			most, _ := sh.one.Limit.Quota()
+			want = max(0, min(p.max, 2*s.taken+1, s.room-most/2))
 		}
 		s.taken, back, last = 0, s.req, s.last
 	}
@@ -142,12 +147,12 @@ func (p *prefetcher) decide(ctx context.Context, l *Limiter, sh shape, req *requ
 		s = &stash{}
 		p.stashes[sh] = s
 	}
-	s.req, s.last, s.fresh = *req, now, fresh
+	s.req, s.last, s.fresh, s.room = *req, now, fresh, ds[0].remaining
 	booked := false
 	for _, d := range ds[1:] {
 		if d.granted {
 			s.ds = append(s.ds, prefetched{d: d, got: now})
-			booked = true
+			s.room, booked = d.remaining, true
 		}
 	}
 	if len(p.stashes) >= p.sweepAt {

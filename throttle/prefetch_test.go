@@ -85,6 +85,34 @@ func TestPrefetchBooksAndServes(t *testing.T) {
 	assert.Equal(t, 89, left())
 }
 
+// A booking takes no extra that would leave the bucket below half of its
+// burst: near its limit the bucket is booked one call at a time, as
+// without prefetch.
+func TestPrefetchKeepsHalfTheBurst(t *testing.T) {
+	lim, g := prefetchLimiter(t, newFakeClock(), 8)
+	ctx := context.Background()
+	l := Limit{Rate: 1, Period: time.Hour, Burst: 10}
+	step := func(calls int64, left int) {
+		t.Helper()
+		res, err := lim.TryAcquire(ctx, "k", l, 1)
+		require.NoError(t, err)
+		require.True(t, res.Allowed)
+		assert.Equal(t, calls, g.scripts.Load(), "script calls")
+		st, err := lim.Peek(ctx, "k", l)
+		require.NoError(t, err)
+		g.scripts.Add(-1) // Peek's own
+		assert.Equal(t, left, st.Remaining)
+	}
+	step(1, 9) // its own grant alone
+	step(2, 7) // its own and one extra (2·0+1; 9 left, 4 above half)
+	step(2, 7) // the extra
+	step(3, 4) // its own and two (2·1+1 = 3, but 7 left is 2 above half)
+	step(3, 4)
+	step(3, 4)
+	step(4, 3) // 4 left: at half, nothing extra (it would have booked its own and 3)
+	step(5, 2) // and so on, one call at a time
+}
+
 // Extras nobody takes are given back when their freshness ends (their
 // timer), while they are still the bucket's latest bookings; once another
 // process's booking stands on them they stay spent, and nothing is given

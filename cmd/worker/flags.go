@@ -46,9 +46,10 @@ Flags:
   --concurrency N          jobs at once in this process, waiting ones included (default 10)
   --prefetch N             book up to N more grants with each limiter call, for the jobs
                            that follow within 1-20 ms (a 64th of the time the limit takes
-                           to refill its burst; 0 to 255, default 0: off); for limits
-                           that seldom bind: grants not taken in time are given back
-                           unless another booking stands on them (then lost to the fleet)
+                           to refill its burst; 0 to 255, default 0: off), only while the
+                           bucket stays at least half full; for limits that seldom bind:
+                           grants not taken in time are given back unless another
+                           booking stands on them (then lost to the fleet)
   --limit SPEC             a limit, repeatable:
                            TYPE=RATE/UNIT[,policy=P][,burst=N][,slots=N][,capacity=N][,key=TEMPLATE]
                                 [,max-wait=D][,cost=N][,global=RATE/UNIT[:BURST]][,in-flight=N]
