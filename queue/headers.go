@@ -67,78 +67,90 @@ func MetaOf(t *asynq.Task) (Meta, error) {
 }
 
 func parseMeta(h map[string]string) (Meta, error) {
-	var (
-		m    Meta
-		errs []error
-	)
-	get := func(name string, parse func(string) error) {
-		v, ok := h[name]
+	var m Meta
+	if len(h) == 0 {
+		return m, nil
+	}
+	var errs []error
+	for _, f := range metaFields {
+		v, ok := h[f.name]
 		if !ok || v == "" {
-			return
+			continue
 		}
-		if err := parse(v); err != nil {
-			errs = append(errs, fmt.Errorf("%w %s=%q: %v", ErrBadHeader, name, v, err))
+		if err := f.set(&m, v); err != nil {
+			errs = append(errs, fmt.Errorf("%w %s=%q: %v", ErrBadHeader, f.name, v, err))
 		}
 	}
-	get(HeaderKey, func(v string) error {
+	return m, errors.Join(errs...)
+}
+
+// metaFields are the headers parseMeta reads, in order, each with how its
+// value goes into a Meta. A table of plain functions rather than closures
+// over the Meta keeps parseMeta's stack frame small: it runs at the start of
+// every job, on a goroutine asynq has just made, whose stack would grow (a
+// copy) for a large frame.
+var metaFields = [...]struct {
+	name string
+	set  func(m *Meta, v string) error
+}{
+	{HeaderKey, func(m *Meta, v string) error {
 		if err := checkText(v, MaxKeyLen); err != nil {
 			return err
 		}
 		m.Key = v
 		return nil
-	})
-	get(HeaderCost, func(v string) (err error) {
+	}},
+	{HeaderCost, func(m *Meta, v string) (err error) {
 		m.Cost, err = parseInt(v, 1, MaxCost)
 		return err
-	})
-	get(HeaderEnqueuedAt, func(v string) (err error) {
+	}},
+	{HeaderEnqueuedAt, func(m *Meta, v string) (err error) {
 		m.EnqueuedAt, err = parseMicros(v)
 		return err
-	})
-	get(HeaderThrottledSince, func(v string) (err error) {
+	}},
+	{HeaderThrottledSince, func(m *Meta, v string) (err error) {
 		m.ThrottledSince, err = parseMicros(v)
 		return err
-	})
-	get(HeaderSlot, func(v string) (err error) {
+	}},
+	{HeaderSlot, func(m *Meta, v string) (err error) {
 		m.Slot, err = parseMicros(v)
 		return err
-	})
-	get(HeaderSlotPolicy, func(v string) error {
+	}},
+	{HeaderSlotPolicy, func(m *Meta, v string) error {
 		if err := checkText(v, maxOriginLen); err != nil {
 			return err
 		}
 		m.SlotPolicy = v
 		return nil
-	})
-	get(HeaderRequeues, func(v string) (err error) {
+	}},
+	{HeaderRequeues, func(m *Meta, v string) (err error) {
 		m.Requeues, err = parseInt(v, 0, maxInt)
 		return err
-	})
-	get(HeaderOrigin, func(v string) error {
+	}},
+	{HeaderOrigin, func(m *Meta, v string) error {
 		if err := checkText(v, maxOriginLen); err != nil {
 			return err
 		}
 		m.Origin = v
 		return nil
-	})
-	get(HeaderTimeout, func(v string) (err error) {
+	}},
+	{HeaderTimeout, func(m *Meta, v string) (err error) {
 		m.Timeout, err = parseDuration(v)
 		return err
-	})
-	get(HeaderMaxRetry, func(v string) (err error) {
+	}},
+	{HeaderMaxRetry, func(m *Meta, v string) (err error) {
 		m.MaxRetry, err = parseInt(v, 0, maxInt-1)
 		m.HasMaxRetry = err == nil
 		return err
-	})
-	get(HeaderRetention, func(v string) (err error) {
+	}},
+	{HeaderRetention, func(m *Meta, v string) (err error) {
 		m.Retention, err = parseDuration(v)
 		return err
-	})
-	get(HeaderDeadline, func(v string) (err error) {
+	}},
+	{HeaderDeadline, func(m *Meta, v string) (err error) {
 		m.Deadline, err = parseMicros(v)
 		return err
-	})
-	return m, errors.Join(errs...)
+	}},
 }
 
 // writeTo stores m in h: each non-zero field under its header, and each zero
