@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"strconv"
 	"testing"
@@ -27,6 +28,9 @@ func TestPinApart(t *testing.T) {
 	require.NotZero(t, pid)
 
 	undo, err := pinApart(pid)
+	if errors.Is(err, unix.EPERM) {
+		t.Skip("this machine does not let a process set CPU masks:", err)
+	}
 	require.NoError(t, err)
 	var theirs unix.CPUSet
 	require.NoError(t, unix.SchedGetaffinity(pid, &theirs))
