@@ -318,14 +318,14 @@ func (l *Limiter) reserve(ctx context.Context, req request) (*Reservation, error
 // from the decision: l, or for a local decision the Limiter over the local
 // store, in which case *req has become the request that store answered.
 func (l *Limiter) decide(ctx context.Context, req *request) (decision, *Limiter, error) {
-	if l.pf != nil {
-		if sh, ok := shapeOf(req); ok && sh.k == 1 {
-			return l.pf.decide(ctx, l, sh, req)
-		}
-	}
-	if l.co != nil {
+	if l.pf != nil || l.co != nil {
 		if sh, ok := shapeOf(req); ok {
-			return l.co.decide(ctx, l, sh, req)
+			if l.pf != nil && sh.k == 1 {
+				return l.pf.decide(ctx, l, sh, req)
+			}
+			if l.co != nil {
+				return l.co.decide(ctx, l, sh, req)
+			}
 		}
 	}
 	return l.decideOne(ctx, req)
