@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -252,9 +253,10 @@ func jain(x []int) float64 {
 	return sum * sum / (float64(len(x)) * sq)
 }
 
-func pct(sorted []time.Duration, p float64) time.Duration {
+func pct[T cmp.Ordered](sorted []T, p float64) T {
 	if len(sorted) == 0 {
-		return 0
+		var zero T
+		return zero
 	}
 	i := int(p * float64(len(sorted)-1))
 	return sorted[i]

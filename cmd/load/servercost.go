@@ -119,11 +119,12 @@ func costPairs(ctx context.Context, c config, rdb *redis.Client, d time.Duration
 	return row, nil
 }
 
-// median is the middle of xs (an odd count), xs left as it was.
+// median is the middle of xs (an odd count; pct on a sorted copy), xs left
+// as it was.
 func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	return s[len(s)/2]
+	return pct(s, 0.5)
 }
 
 // perDecision runs call from c.tryers goroutines for d and returns the
