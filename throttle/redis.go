@@ -127,15 +127,15 @@ func (s *RedisStore) reserve(ctx context.Context, req request) (decision, error)
 		keys = append(keys, tags, info)
 		args = append(args, sh.tenant, sh.weight, sh.horizon, sh.t, sh.n)
 	}
-	v, err := bucketScripts[scriptReserve][req.kind()].Run(ctx, s.rdb, keys, args...).Result()
+	v, err := runInts(ctx, s.rdb, bucketScripts[scriptReserve][req.kind()], keys, args)
 	if err != nil {
 		return decision{}, s.fail("reserve", err)
 	}
-	d, err := parseDecision(v, n, req.adapt != 0)
+	ds, err := decisions(v, n, 1, req.adapt != 0)
 	if err != nil {
 		return decision{}, storeErr("reserve", err)
 	}
-	return d, nil
+	return ds[0], nil
 }
 
 // reserveBatch is reserve for calls of one shape: the buckets (and so the
@@ -159,23 +159,13 @@ func (s *RedisStore) reserveBatch(ctx context.Context, reqs []request) ([]decisi
 		keys = bucketKeys(keys, req.prefix, req.at(i))
 		args = bucketArgs(args, req.at(i))
 	}
-	v, err := bucketScripts[scriptBatch][req.kind()].Run(ctx, s.rdb, keys, args...).Result()
+	v, err := runInts(ctx, s.rdb, bucketScripts[scriptBatch][req.kind()], keys, args)
 	if err != nil {
 		return nil, s.fail("reserve", err)
 	}
-	a, ok := v.([]any)
-	per := 5 + n
-	if req.adapt != 0 {
-		per += 2
-	}
-	if !ok || len(a) != per*m {
-		return nil, storeErr("reserve", fmt.Errorf("bad batch reply of %d fields for %d calls", len(a), m))
-	}
-	ds := make([]decision, m)
-	for i := range ds {
-		if ds[i], err = parseDecision(a[i*per:(i+1)*per], n, req.adapt != 0); err != nil {
-			return nil, storeErr("reserve", err)
-		}
+	ds, err := decisions(v, n, m, req.adapt != 0)
+	if err != nil {
+		return nil, storeErr("reserve", err)
 	}
 	return ds, nil
 }
@@ -223,70 +213,62 @@ func (s *RedisStore) reserveLean(ctx context.Context, reqs []request) ([]decisio
 	case a.kind() == kindSW:
 		script = reserveSWScript
 	}
-	v, err := script.Run(ctx, s.rdb, keys, args...).Result()
+	v, err := runInts(ctx, s.rdb, script, keys, args)
 	if err != nil {
 		return nil, s.fail("reserve", err)
 	}
-	r, ok := v.([]any)
-	if ok && len(r) == 1 {
-		if x, _ := r[0].(int64); x == 3 {
-			return nil, nil // holes
-		}
+	if len(v) == 1 && v[0] == 3 {
+		return nil, nil // holes
 	}
-	adaptive := reqs[0].adapt != 0
-	per := 6
-	if adaptive {
-		per += 2
-	}
-	if !ok || len(r) != per*m {
-		return nil, storeErr("reserve", fmt.Errorf("bad reply %v", v))
-	}
-	ds := make([]decision, m)
-	for i := range ds {
-		if ds[i], err = parseDecision(r[i*per:(i+1)*per], 1, adaptive); err != nil {
-			return nil, storeErr("reserve", err)
-		}
+	ds, err := decisions(v, 1, m, reqs[0].adapt != 0)
+	if err != nil {
+		return nil, storeErr("reserve", err)
 	}
 	return ds, nil
 }
 
-// replyInts is a script's reply of want non-negative integers.
-func replyInts(v any, want int) ([]int64, error) {
-	a, ok := v.([]any)
-	if !ok || len(a) != want {
-		return nil, fmt.Errorf("bad reply %v", v)
+// counts checks that a script's reply v is want non-negative integers.
+func counts(v []int64, want int) error {
+	if len(v) != want {
+		return fmt.Errorf("bad reply of %d fields, want %d", len(v), want)
 	}
-	ints := make([]int64, len(a))
-	for i := range a {
-		x, ok := a[i].(int64)
-		if !ok || x < 0 {
-			return nil, fmt.Errorf("bad reply field %d: %v", i, a[i])
+	for i, x := range v {
+		if x < 0 {
+			return fmt.Errorf("bad reply field %d: %d", i, x)
 		}
-		ints[i] = x
 	}
-	return ints, nil
+	return nil
 }
 
-func parseDecision(v any, n int, adaptive bool) (decision, error) {
-	want := 5 + n
+// decisions reads the replies of m calls of n buckets each, one after the
+// other: granted (1, or 2 for a tenant over its share), wait, remaining,
+// reset, now, then a handle for each bucket, and for an adaptive bucket the
+// T and burst it was taken at (lua/reserve.lua). Every field is a
+// non-negative integer.
+func decisions(v []int64, n, m int, adaptive bool) ([]decision, error) {
+	per := 5 + n
 	if adaptive {
-		want += 2
+		per += 2
 	}
-	ints, err := replyInts(v, want)
-	if err != nil {
-		return decision{}, err
+	if err := counts(v, per*m); err != nil {
+		return nil, err
 	}
-	d := decision{granted: ints[0] == 1, overShare: ints[0] == 2, wait: ints[1], remaining: int(ints[2]), reset: ints[3], now: ints[4]}
-	if d.granted {
-		d.handle = ints[5]
-		if n > 1 {
-			d.handles = ints[6 : 5+n]
+	ds := make([]decision, m)
+	for i := range ds {
+		f := v[i*per : (i+1)*per : (i+1)*per]
+		d := decision{granted: f[0] == 1, overShare: f[0] == 2, wait: f[1], remaining: int(f[2]), reset: f[3], now: f[4]}
+		if d.granted {
+			d.handle = f[5]
+			if n > 1 {
+				d.handles = f[6 : 5+n]
+			}
 		}
+		if adaptive {
+			d.taken = fixedTB{t: f[5+n], burst: f[6+n]}
+		}
+		ds[i] = d
 	}
-	if adaptive {
-		d.taken = fixedTB{t: ints[5+n], burst: ints[6+n]}
-	}
-	return d, nil
+	return ds, nil
 }
 
 func (s *RedisStore) refund(ctx context.Context, req request, d decision, id string) (bool, error) {
@@ -355,12 +337,11 @@ func (s *RedisStore) cooldownLeft(ctx context.Context, prefix, key string) (time
 func (s *RedisStore) peek(ctx context.Context, prefix string, b Bucket) (State, error) {
 	keys := bucketKeys(make([]string, 0, 4), prefix, &b)
 	args := bucketArgs([]any{s.now()}, &b)
-	v, err := bucketScripts[scriptPeek][b.algo().kind()].Run(ctx, s.rdb, keys, args...).Result()
+	ints, err := runInts(ctx, s.rdb, bucketScripts[scriptPeek][b.algo().kind()], keys, args)
 	if err != nil {
 		return State{}, s.fail("peek", err)
 	}
-	ints, err := replyInts(v, 5)
-	if err != nil {
+	if err := counts(ints, 5); err != nil {
 		return State{}, storeErr("peek", err)
 	}
 	return State{Remaining: int(ints[0]), NextFree: micros(ints[1]), ResetAfter: micros(ints[2]), Cooldown: micros(ints[3])}, nil
