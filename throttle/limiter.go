@@ -183,8 +183,19 @@ func (l *Limiter) acquire(ctx context.Context, req request) error {
 	ctx, span := l.tel.tracer.Start(ctx, "throttle.Acquire")
 	defer span.End()
 	dl, hasDeadline := ctx.Deadline()
-	r, err := l.reserveShare(ctx, req, dl, hasDeadline)
-	if err == nil && hasDeadline && r.Time().After(dl) {
+	b, err := l.reserveShare(ctx, req, dl, hasDeadline)
+	if err != nil {
+		span.RecordError(err)
+		return err
+	}
+	if b.d.wait == 0 && (!hasDeadline || !time.Now().After(dl)) {
+		// Granted at once: what Reservation.wait does for a slot that has
+		// come, without making one (an allocation the commonest call spares).
+		b.owner.tel.outcome(ctx, b.req.one.Key, outGranted)
+		return nil
+	}
+	r := b.reservation()
+	if hasDeadline && r.Time().After(dl) {
 		// The budget was measured before the round trip; the slot, after it.
 		// No sleeping just to fail: give the tokens back and say when to return.
 		late := r.Delay()
@@ -204,23 +215,23 @@ func (l *Limiter) acquire(ctx context.Context, req request) error {
 // reserveShare reserves req for acquire, within ctx's deadline dl if it
 // has one. A caller over its Share sleeps until its place in its tenant's
 // line and asks again, unless the place is past dl.
-func (l *Limiter) reserveShare(ctx context.Context, req request, dl time.Time, hasDeadline bool) (*Reservation, error) {
+func (l *Limiter) reserveShare(ctx context.Context, req request, dl time.Time, hasDeadline bool) (booking, error) {
 	for {
 		req.maxWait = maxSpan
 		if hasDeadline {
 			req.maxWait = min(maxSpan, max(0, int64(time.Until(dl)/time.Microsecond)))
 		}
-		r, err := l.reserve(ctx, req)
+		b, err := l.book(ctx, req)
 		var limited *LimitedError
 		if !errors.As(err, &limited) || !limited.OverShare || (hasDeadline && time.Until(dl) < limited.RetryAfter) {
-			return r, err
+			return b, err
 		}
 		t := time.NewTimer(limited.RetryAfter)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, ctx.Err()
+			return booking{}, ctx.Err()
 		}
 	}
 }
@@ -293,22 +304,40 @@ func budget(maxWait time.Duration) int64 {
 }
 
 func (l *Limiter) reserve(ctx context.Context, req request) (*Reservation, error) {
-	if err := l.check(&req); err != nil {
-		l.tel.outcome(ctx, req.one.Key, outError)
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	d, owner, err := l.decide(ctx, &req)
+	b, err := l.book(ctx, req)
 	if err != nil {
 		return nil, err
 	}
+	return b.reservation(), nil
+}
+
+// booking is a grant before it is made a Reservation.
+type booking struct {
+	owner *Limiter // the Limiter whose store made the grant (Limiter.decide)
+	req   request
+	d     decision
+}
+
+func (b *booking) reservation() *Reservation { return newReservation(b.owner, b.req, b.d) }
+
+// book asks for req: a grant, or a *LimitedError if there is none in time.
+func (l *Limiter) book(ctx context.Context, req request) (booking, error) {
+	if err := l.check(&req); err != nil {
+		l.tel.outcome(ctx, req.one.Key, outError)
+		return booking{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return booking{}, err
+	}
+	d, owner, err := l.decide(ctx, &req)
+	if err != nil {
+		return booking{}, err
+	}
 	if !d.granted {
 		l.tel.outcome(ctx, req.one.Key, outDenied)
-		return nil, &LimitedError{RetryAfter: micros(d.wait), OverShare: d.overShare}
+		return booking{}, &LimitedError{RetryAfter: micros(d.wait), OverShare: d.overShare}
 	}
-	return newReservation(owner, req, d), nil
+	return booking{owner: owner, req: req, d: d}, nil
 }
 
 // decide asks the store, applying the failure policy when it cannot answer:
