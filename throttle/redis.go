@@ -220,10 +220,46 @@ func (s *RedisStore) reserveLean(ctx context.Context, reqs []request) ([]decisio
 	if len(v) == 1 && v[0] == 3 {
 		return nil, nil // holes
 	}
-	ds, err := decisions(v, 1, m, reqs[0].adapt != 0)
+	var ds []decision
+	if tat := script == reserveTBScript || script == reserveLBScript || script == reserveATScript; tat && m > 1 {
+		ds, err = atOnce(v, int64(b.N), m, reqs[0].adapt != 0) // lua/reserve_tat.lua's batch reply
+	} else {
+		ds, err = decisions(v, 1, m, reqs[0].adapt != 0)
+	}
 	if err != nil {
 		return nil, storeErr("reserve", err)
 	}
+	return ds, nil
+}
+
+// atOnce reads lua/reserve_tat.lua's reply to a batch of m calls of n
+// tokens: its head (k, now, the TAT before the batch, T and burst), then the
+// replies of the calls after the first k, which were granted at once, one
+// n·T after the other; it writes those k out as the loop of the script
+// would have.
+func atOnce(v []int64, n int64, m int, adaptive bool) ([]decision, error) {
+	if len(v) < 5 {
+		return nil, fmt.Errorf("bad batch reply of %d fields", len(v))
+	}
+	k, now, tat, T, burst := v[0], v[1], v[2], v[3], v[4]
+	if k < 0 || k > int64(m) || now < 0 || tat < now || T <= 0 || burst < n {
+		return nil, fmt.Errorf("bad batch reply head %v", v[:5])
+	}
+	rest, err := decisions(v[5:], 1, m-int(k), adaptive)
+	if err != nil {
+		return nil, err
+	}
+	ds := make([]decision, m)
+	for j := range k {
+		handle := tat + j*n*T
+		ahead := handle + n*T - now
+		d := decision{granted: true, remaining: int(max(0, burst-(ahead+T-1)/T)), reset: ahead, now: now, handle: handle}
+		if adaptive {
+			d.taken = fixedTB{t: T, burst: burst}
+		}
+		ds[j] = d
+	}
+	copy(ds[k:], rest)
 	return ds, nil
 }
 

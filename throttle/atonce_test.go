@@ -1,0 +1,91 @@
+package throttle
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// A batch on a token or leaky bucket (lua/reserve_tat.lua) sends the calls
+// granted at once as a head that redis.go writes out (atOnce). Every field
+// of every decision must be what the same calls made one at a time get,
+// from a full bucket, a half-drained one and one booked ahead, with n above
+// 1, budgets that end the batch's grants, and an Adaptive bucket.
+func TestBatchAtOnceIsExact(t *testing.T) {
+	mr := miniredis.RunT(t)
+	mini := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { mini.Close() })
+	clients := map[string]redis.UniversalClient{"redis": redistest.Shared(t).Client(t), "miniredis": mini}
+
+	policies := []Policy{
+		Limit{Rate: 10, Period: time.Second, Burst: 10},
+		Limit{Rate: 3, Period: time.Millisecond, Burst: 7},
+		LeakyBucket{Rate: 10, Period: time.Second, Capacity: 10},
+		Adaptive{Ceiling: Limit{Rate: 10, Period: time.Second, Burst: 10}},
+	}
+	for name, rdb := range clients {
+		for _, p := range policies {
+			for _, n := range []int{1, 3} {
+				t.Run(fmt.Sprintf("%s/%T/%+v/n=%d", name, p, p, n), func(t *testing.T) {
+					clock := newFakeClock()
+					store := NewRedisStore(rdb, WithClock(clock))
+					lim := NewLimiter(store, WithKeyPrefix(redistest.Prefix(t)))
+					ctx := context.Background()
+					req := func(key string, maxWait int64) request {
+						r := request{one: Bucket{Key: key, Limit: p, N: n}, maxWait: maxWait}
+						require.NoError(t, lim.check(&r))
+						return r
+					}
+					// Each round's two buckets take the same calls one at a time
+					// before the batch: pre of them, then time passes.
+					rounds := []struct {
+						pre int
+						adv time.Duration
+					}{{0, 0}, {4, 0}, {10, 250 * time.Millisecond}, {13, 0}}
+					for round, rd := range rounds {
+						batchKey, singleKey := fmt.Sprint("batch", round), fmt.Sprint("single", round)
+						for i := range rd.pre {
+							a, err := store.reserve(ctx, req(batchKey, maxSpan))
+							require.NoError(t, err)
+							b, err := store.reserve(ctx, req(singleKey, maxSpan))
+							require.NoError(t, err)
+							require.Equal(t, a, b, "round %d: call %d before the batch", round, i)
+						}
+						clock.advance(rd.adv)
+						// 25 calls; the last five may wait no more than 150 ms.
+						batch := make([]request, 25)
+						for i := range batch {
+							w := int64(maxSpan)
+							if i >= 20 {
+								w = 150_000
+							}
+							batch[i] = req(batchKey, w)
+						}
+						got, err := store.reserveBatch(ctx, batch)
+						require.NoError(t, err)
+						require.Len(t, got, len(batch))
+						atOnce := 0
+						for i, r := range batch {
+							r.one.Key = singleKey
+							want, err := store.reserve(ctx, r)
+							require.NoError(t, err)
+							assert.Equal(t, want, got[i], "round %d: call %d of the batch", round, i)
+							if want.granted && want.wait == 0 {
+								atOnce++
+							}
+						}
+						t.Logf("round %d: %d of the batch granted at once", round, atOnce)
+					}
+				})
+			}
+		}
+	}
+}
