@@ -222,7 +222,10 @@ func (l *Limiter) reserveShare(ctx context.Context, req request, dl time.Time, h
 			req.maxWait = min(maxSpan, max(0, int64(time.Until(dl)/time.Microsecond)))
 		}
 		b, err := l.book(ctx, req)
-		var limited *LimitedError
+		if err == nil {
+			return b, nil
+		}
+		var limited *LimitedError // on the heap (errors.As): only for a refusal
 		if !errors.As(err, &limited) || !limited.OverShare || (hasDeadline && time.Until(dl) < limited.RetryAfter) {
 			return b, err
 		}
