@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -36,9 +34,7 @@ func policiesPer(unit time.Duration) []Policy {
 // clock: memory, a real redis-server and miniredis.
 func storesOnClock(t *testing.T, clock Clock) map[string]Store {
 	t.Helper()
-	mr := miniredis.RunT(t)
-	mini := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { mini.Close() })
+	_, mini := miniredisClient(t)
 	return map[string]Store{
 		"memory":    NewMemoryStore(WithClock(clock)),
 		"redis":     NewRedisStore(redistest.Shared(t).Client(t), WithClock(clock)),

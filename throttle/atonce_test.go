@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,9 +19,7 @@ import (
 // from a full bucket, a half-drained one and one booked ahead, with n above
 // 1, budgets that end the batch's grants, and an Adaptive bucket.
 func TestBatchAtOnceIsExact(t *testing.T) {
-	mr := miniredis.RunT(t)
-	mini := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { mini.Close() })
+	_, mini := miniredisClient(t)
 	clients := map[string]redis.UniversalClient{"redis": redistest.Shared(t).Client(t), "miniredis": mini}
 
 	policies := []Policy{

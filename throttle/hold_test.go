@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -169,9 +168,7 @@ func TestHoldConformanceRedis(t *testing.T) {
 }
 
 func TestHoldConformanceMiniredis(t *testing.T) {
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { rdb.Close() })
+	_, rdb := miniredisClient(t)
 	runHoldConformance(t, func(c Clock) holdStore { return NewRedisStore(rdb, WithClock(c)) }, "mini:")
 }
 

@@ -7,7 +7,6 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -59,9 +58,7 @@ type lockstepCheck func(s lockstepStep)
 func runRandom(t *testing.T, p algo, seed uint64, unit int64, cancels bool, check lockstepCheck) []*windowGrant {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 5))
-	mr := miniredis.RunT(t)
-	mini := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { mini.Close() })
+	mr, mini := miniredisClient(t)
 	rdb := redistest.Shared(t).Client(t)
 	clock := newFakeClock()
 	stores := []Store{

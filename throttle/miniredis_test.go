@@ -11,8 +11,15 @@ import (
 // scripts must decide the same there. This is a compatibility check for that
 // embedded default; the real-Redis run above is the one that proves the design.
 func TestConformanceMiniredis(t *testing.T) {
+	_, rdb := miniredisClient(t)
+	runConformance(t, func(c Clock) Store { return NewRedisStore(rdb, WithClock(c)) }, "mini:")
+}
+
+// miniredisClient is a miniredis of the test's own and a client of it, both
+// closed with the test.
+func miniredisClient(t testing.TB) (*miniredis.Miniredis, *redis.Client) {
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { rdb.Close() })
-	runConformance(t, func(c Clock) Store { return NewRedisStore(rdb, WithClock(c)) }, "mini:")
+	return mr, rdb
 }

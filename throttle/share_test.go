@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -35,9 +33,7 @@ func TestShareLockstep(t *testing.T) {
 	for seed := range uint64(4) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 12))
-			mr := miniredis.RunT(t)
-			mini := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
-			t.Cleanup(func() { mini.Close() })
+			mr, mini := miniredisClient(t)
 			clock := newFakeClock()
 			stores := []Store{
 				NewMemoryStore(WithClock(clock)),

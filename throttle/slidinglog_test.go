@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -203,9 +201,7 @@ func slidingLogRandom(t *testing.T, p SlidingLog, seed uint64) {
 // The largest log: n up to 10000 entries in one call goes in chunks (Lua's
 // unpack has a limit), on Redis and on miniredis as in memory.
 func TestSlidingLogLargestMax(t *testing.T) {
-	mr := miniredis.RunT(t)
-	mini := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { mini.Close() })
+	_, mini := miniredisClient(t)
 	pol := SlidingLog{Max: maxLogMax, Window: time.Second}
 	stores := map[string]func(Clock) Store{
 		"memory":    func(c Clock) Store { return NewMemoryStore(WithClock(c)) },
