@@ -17,21 +17,28 @@ import (
 // granted at once as a head that redis.go writes out (atOnce). Every field
 // of every decision must be what the same calls made one at a time get,
 // from a full bucket, a half-drained one and one booked ahead, with n above
-// 1, budgets that end the batch's grants, and an Adaptive bucket.
+// 1, budgets that end the batch's grants, and an Adaptive bucket (also one
+// whose burst an announced rate has scaled below n).
 func TestBatchAtOnceIsExact(t *testing.T) {
 	_, mini := miniredisClient(t)
 	clients := map[string]redis.UniversalClient{"redis": redistest.Shared(t).Client(t), "miniredis": mini}
 
-	policies := []Policy{
-		Limit{Rate: 10, Period: time.Second, Burst: 10},
-		Limit{Rate: 3, Period: time.Millisecond, Burst: 7},
-		LeakyBucket{Rate: 10, Period: time.Second, Capacity: 10},
-		Adaptive{Ceiling: Limit{Rate: 10, Period: time.Second, Burst: 10}},
+	adaptive := Adaptive{Ceiling: Limit{Rate: 10, Period: time.Second, Burst: 10}}
+	policies := []struct {
+		p     Policy
+		quota float64 // for the Adaptive: a rate announced before each round
+	}{
+		{p: Limit{Rate: 10, Period: time.Second, Burst: 10}},
+		{p: Limit{Rate: 3, Period: time.Millisecond, Burst: 7}},
+		{p: LeakyBucket{Rate: 10, Period: time.Second, Capacity: 10}},
+		{p: adaptive},
+		{p: adaptive, quota: 2}, // its burst scaled to 2: below n = 3
 	}
 	for name, rdb := range clients {
-		for _, p := range policies {
+		for _, pq := range policies {
+			p := pq.p
 			for _, n := range []int{1, 3} {
-				t.Run(fmt.Sprintf("%s/%T/%+v/n=%d", name, p, p, n), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s/%T/%+v/quota=%g/n=%d", name, p, p, pq.quota, n), func(t *testing.T) {
 					clock := newFakeClock()
 					store := NewRedisStore(rdb, WithClock(clock))
 					lim := NewLimiter(store, WithKeyPrefix(redistest.Prefix(t)))
@@ -49,6 +56,12 @@ func TestBatchAtOnceIsExact(t *testing.T) {
 					}{{0, 0}, {4, 0}, {10, 250 * time.Millisecond}, {13, 0}}
 					for round, rd := range rounds {
 						batchKey, singleKey := fmt.Sprint("batch", round), fmt.Sprint("single", round)
+						if pq.quota > 0 {
+							for _, key := range []string{batchKey, singleKey} {
+								_, err := lim.Report(ctx, key, adaptive, Answer{Quota: pq.quota})
+								require.NoError(t, err)
+							}
+						}
 						for i := range rd.pre {
 							a, err := store.reserve(ctx, req(batchKey, maxSpan))
 							require.NoError(t, err)

@@ -242,7 +242,7 @@ func atOnce(v []int64, n int64, m int, adaptive bool) ([]decision, error) {
 		return nil, fmt.Errorf("bad batch reply of %d fields", len(v))
 	}
 	k, now, tat, T, burst := v[0], v[1], v[2], v[3], v[4]
-	if k < 0 || k > int64(m) || now < 0 || tat < now || T <= 0 || burst < n {
+	if k < 0 || k > int64(m) || now < 0 || tat < now || T <= 0 {
 		return nil, fmt.Errorf("bad batch reply head %v", v[:5])
 	}
 	rest, err := decisions(v[5:], 1, m-int(k), adaptive)
