@@ -3,6 +3,7 @@ package throttle
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,7 +22,14 @@ import (
 // whose burst an announced rate has scaled below n).
 func TestBatchAtOnceIsExact(t *testing.T) {
 	_, mini := miniredisClient(t)
-	clients := map[string]redis.UniversalClient{"redis": redistest.Shared(t).Client(t), "miniredis": mini}
+	clients := map[string]*redis.Client{"redis": redistest.Shared(t).Client(t), "miniredis": mini}
+	sent := &replyLen{}
+	for _, rdb := range clients {
+		rdb.AddHook(sent)
+		for _, s := range []*redis.Script{reserveTBScript, reserveLBScript, reserveATScript} {
+			require.NoError(t, s.Load(context.Background(), rdb).Err()) // no NOSCRIPT, so every reply is runInts'
+		}
+	}
 
 	adaptive := Adaptive{Ceiling: Limit{Rate: 10, Period: time.Second, Burst: 10}}
 	policies := []struct {
@@ -53,7 +61,8 @@ func TestBatchAtOnceIsExact(t *testing.T) {
 					rounds := []struct {
 						pre int
 						adv time.Duration
-					}{{0, 0}, {4, 0}, {10, 250 * time.Millisecond}, {13, 0}}
+						m   int // calls in the batch
+					}{{0, 0, 25}, {4, 0, 25}, {10, 250 * time.Millisecond, 25}, {13, 0, 25}, {0, 0, 3}}
 					for round, rd := range rounds {
 						batchKey, singleKey := fmt.Sprint("batch", round), fmt.Sprint("single", round)
 						if pq.quota > 0 {
@@ -70,8 +79,8 @@ func TestBatchAtOnceIsExact(t *testing.T) {
 							require.Equal(t, a, b, "round %d: call %d before the batch", round, i)
 						}
 						clock.advance(rd.adv)
-						// 25 calls; the last five may wait no more than 150 ms.
-						batch := make([]request, 25)
+						// m calls; from the 21st on they may wait no more than 150 ms.
+						batch := make([]request, rd.m)
 						for i := range batch {
 							w := int64(maxSpan)
 							if i >= 20 {
@@ -82,20 +91,51 @@ func TestBatchAtOnceIsExact(t *testing.T) {
 						got, err := store.reserveBatch(ctx, batch)
 						require.NoError(t, err)
 						require.Len(t, got, len(batch))
-						atOnce := 0
+						replied := sent.n.Load()
+						atOnce := 0 // the leading calls granted with no wait
 						for i, r := range batch {
 							r.one.Key = singleKey
 							want, err := store.reserve(ctx, r)
 							require.NoError(t, err)
 							assert.Equal(t, want, got[i], "round %d: call %d of the batch", round, i)
-							if want.granted && want.wait == 0 {
+							if want.granted && want.wait == 0 && atOnce == i {
 								atOnce++
 							}
 						}
-						t.Logf("round %d: %d of the batch granted at once", round, atOnce)
+						// The head carries the token bucket's: 5 integers, and a
+						// reply of 6 (8 adaptive) for each of the other calls.
+						k, per := atOnce, 6
+						if _, leaky := p.(LeakyBucket); leaky {
+							k = 0
+						}
+						if pq.p == adaptive {
+							per = 8
+						}
+						assert.Equal(t, int64(5+per*(rd.m-k)), replied, "round %d: %d at once", round, atOnce)
+						t.Logf("round %d: %d of %d granted at once", round, atOnce, rd.m)
 					}
 				})
 			}
 		}
 	}
+}
+
+// replyLen is a client hook that keeps the length of the last reply of
+// integers (runInts).
+type replyLen struct{ n atomic.Int64 }
+
+func (h *replyLen) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *replyLen) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if c, ok := cmd.(*redis.IntSliceCmd); ok {
+			h.n.Store(int64(len(c.Val())))
+		}
+		return err
+	}
+}
+
+func (h *replyLen) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

@@ -25,5 +25,5 @@ func runInts(ctx context.Context, rdb redis.UniversalClient, script *redis.Scrip
 	if err := cmd.Err(); err == nil || !redis.HasErrorPrefix(err, "NOSCRIPT") {
 		return cmd.Val(), err
 	}
-	return script.Run(ctx, rdb, keys, args...).Int64Slice() // loads it
+	return script.Eval(ctx, rdb, keys, args...).Int64Slice() // EVAL caches it for the next EVALSHA
 }
