@@ -253,7 +253,7 @@ func atOnce(v []int64, n int64, m int, adaptive bool) ([]decision, error) {
 	for j := range k {
 		handle := tat + j*n*T
 		ahead := handle + n*T - now
-		d := decision{granted: true, remaining: int(max(0, burst-(ahead+T-1)/T)), reset: ahead, now: now, handle: handle}
+		d := decision{granted: true, remaining: int(max(0, burst-ceilDiv(ahead, T))), reset: ahead, now: now, handle: handle}
 		if adaptive {
 			d.taken = fixedTB{t: T, burst: burst}
 		}
