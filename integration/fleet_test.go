@@ -65,6 +65,13 @@ func enqueue(tb testing.TB, redisURL string, args ...string) {
 // each job's asynq options.
 func enqueueIDs(tb testing.TB, srv *redistest.Server, up *upstream, ids []string, opts func(id string) []asynq.Option) {
 	tb.Helper()
+	enqueueKeyed(tb, srv, up, "", ids, opts)
+}
+
+// enqueueKeyed is enqueueIDs for jobs of the throttle key key (the
+// sluice-key header), each recorded by the upstream in bucket key.
+func enqueueKeyed(tb testing.TB, srv *redistest.Server, up *upstream, key string, ids []string, opts func(id string) []asynq.Option) {
+	tb.Helper()
 	rdb := srv.Client(tb)
 	qc := queue.NewClient(asynq.NewClientFromRedisClient(rdb))
 	ctx, cancel := context.WithTimeout(context.Background(), enqueueTimeout)
@@ -74,7 +81,7 @@ func enqueueIDs(tb testing.TB, srv *redistest.Server, up *upstream, ids []string
 		if opts != nil {
 			o = opts(id)
 		}
-		t := queue.Task{Type: "http:request", Payload: []byte(up.Payload(tb, id, ""))}
+		t := queue.Task{Type: "http:request", Key: key, Payload: []byte(up.Payload(tb, id, key))}
 		if _, err := qc.Enqueue(ctx, t, o...); err != nil {
 			tb.Fatalf("enqueue job %s: %v", id, err)
 		}

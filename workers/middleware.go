@@ -183,10 +183,6 @@ func (p *Pool) acquire(ctx context.Context, j *job) error {
 	if err != nil {
 		span.RecordError(err)
 		span.End()
-		var limited *throttle.LimitedError
-		if errors.As(err, &limited) && limited.OverShare {
-			return p.overShare(ctx, j, limited.RetryAfter)
-		}
 		return p.notReserved(ctx, j, err)
 	}
 	j.rate = r.AdaptiveRate() // the effective rate the turn was booked at, if adaptive
@@ -256,7 +252,7 @@ func (p *Pool) notReserved(ctx context.Context, j *job, err error) error {
 	var limited *throttle.LimitedError
 	switch {
 	case errors.As(err, &limited):
-		return p.archive(ctx, j, p.pastHorizon(j, limited.RetryAfter))
+		return p.refused(ctx, j, limited, 0)
 	case errors.Is(err, throttle.ErrInvalid): // say, a cost header larger than the burst
 		return p.archive(ctx, j, permanent(fmt.Errorf("workers: policy %q: %w", j.pol.Name, err)))
 	case ctx.Err() != nil:
@@ -265,6 +261,23 @@ func (p *Pool) notReserved(ctx context.Context, j *job, err error) error {
 	}
 	j.logger().Debug("workers: limiter store unavailable; sending the job back", "err", err)
 	return p.comeBack(ctx, j, backoffDelay(j.meta.Requeues), time.Time{}, reasonStore)
+}
+
+// refused handles a reservation the limiter refused, for a job that must not
+// come back before after (a cooldown; 0 if none). A key over its fair share
+// goes back to its place in its key's line (see overShare): that is a turn
+// like any other, whatever the horizon. Any other refusal is a turn past the
+// budget asked for, which was the time left before the horizon; the job is
+// archived only if the wait indeed passes it, and sent back otherwise.
+func (p *Pool) refused(ctx context.Context, j *job, limited *throttle.LimitedError, after time.Duration) error {
+	wait := max(limited.RetryAfter, after)
+	if limited.OverShare {
+		return p.overShare(ctx, j, wait)
+	}
+	if wait > p.remaining(j) {
+		return p.archive(ctx, j, p.pastHorizon(j, wait))
+	}
+	return p.comeBack(ctx, j, wait, time.Time{}, reasonBudget)
 }
 
 // redeem runs a job that holds a ticket: a reservation made before it was
@@ -485,8 +498,8 @@ func (p *Pool) upstream(ctx context.Context, j *job, up *UpstreamError) error {
 	r, err := p.cfg.Limiter.ReserveAll(sctx, j.buckets, max(rem, 0))
 	var limited *throttle.LimitedError
 	switch {
-	case errors.As(err, &limited):
-		return p.archive(ctx, j, p.pastHorizon(j, limited.RetryAfter))
+	case errors.As(err, &limited): // over its key's share, most often: not the horizon
+		return p.refused(ctx, j, limited, d)
 	case err != nil:
 		j.logger().Debug("workers: limiter store unavailable; sending the job back without a turn", "err", err)
 		return p.comeBack(ctx, j, d, time.Time{}, reasonUpstream)
