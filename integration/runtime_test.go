@@ -152,3 +152,46 @@ func TestRuntimeLimitObeyed(t *testing.T) {
 	}, 15*time.Second, 20*time.Millisecond, "the late worker applies the runtime limit")
 	stopFleet(t, append(fleet, late), stopTimeout)
 }
+
+// TestRuntimeRaiseReachesJobsSentBack is issue #24's third case: under
+// `sluice set 'sleep=2/s,burst=1,max-wait=500ms'` most of 60 jobs go back to
+// their queue holding turns half a second apart; a raise to 100/s must bring
+// them forward, not leave them due at their old turns (which end about 25 s
+// after the raise).
+func TestRuntimeRaiseReachesJobsSentBack(t *testing.T) {
+	srv := redistest.Start(t)
+	insp := newInspector(t, srv)
+	fleet := startFleet(t, srv, insp, 2, "--concurrency", "4", "--limit", "sleep=100/s")
+	sluice := func(args ...string) {
+		t.Helper()
+		code, out := runCommand(t, 10*time.Second, bin.sluice, append(args, "--redis", srv.URL(), "--key-prefix", keyPrefix)...)
+		require.Equal(t, 0, code, "sluice %s:\n%s", strings.Join(args, " "), out)
+	}
+	sluice("set", "sleep=2/s,burst=1,max-wait=500ms")
+	applied := func(spec string) func() bool {
+		return func() bool {
+			for _, w := range fleet {
+				if _, ok := findLog(w, func(e logEntry) bool { return e.Msg == "limit changed at runtime" && e.Fields["spec"] == spec }); !ok {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	require.Eventually(t, applied("sleep=2/s,burst=1,max-wait=500ms"), 10*time.Second, 10*time.Millisecond)
+
+	enqueue(t, srv.URL(), "--type", "sleep", "--payload", `{"ms": 1}`, "--count", "60")
+	time.Sleep(4500 * time.Millisecond)
+	qi := queueInfo(t, insp)
+	t.Logf("before the raise: %s", counts(qi))
+	require.Greater(t, qi.Scheduled, 30, "most jobs went back holding their turns")
+
+	raise := time.Now()
+	sluice("set", "sleep=100/s,burst=10,max-wait=500ms")
+	waitDrained(t, insp, 40*time.Second)
+	took := time.Since(raise)
+	t.Logf("after the raise to 100/s the %d jobs sent back were done in %v (at their old turns: about 25 s)", qi.Scheduled, took.Round(time.Millisecond))
+	stats := stopFleet(t, fleet, stopTimeout)
+	assert.Equal(t, int64(60), stats.Processed, "every job done once")
+	assert.Less(t, took, 5*time.Second, "the raise reached the jobs sent back")
+}

@@ -59,6 +59,7 @@ type Pool struct {
 	stopCtx  context.Context // ends once the waiters are drained: jobs holding tickets go back
 	stop     context.CancelFunc
 	inflight sync.WaitGroup // jobs inside the middleware
+	bg       sync.WaitGroup // the pool's own goroutines other than the status one (replan)
 	once     sync.Once      // starts the shutdown
 	done     chan struct{}  // closed when the shutdown is complete
 }
@@ -181,11 +182,14 @@ func (p *Pool) newRoute(taskType string, h asynq.Handler, pol *Policy) (*route, 
 // their turns under pol; jobs waiting in this pool for a turn booked under
 // the old limits give it back and book a new one, and a ticket booked under
 // them (here or on another host running the same change) is void when its
-// job comes back, which then books a new turn. Turns booked under the old
-// limits are otherwise left in the bucket: reset it (Limiter.Reset) for the
-// new limits to start from a full bucket. pol.Name must be name or empty. It is how runtime limits reach a
-// running pool (cmd/worker applies `sluice set` with it). The policy is
-// checked as Handle checks it; an error leaves the old one in place.
+// job comes back, which then books a new turn. Jobs already sent back to
+// their queues under the old limits are brought forward to do so at once
+// (see replan), so that a raise reaches them now, not at their old turns.
+// Turns booked under the old limits are otherwise left in the bucket: reset
+// it (Limiter.Reset) for the new limits to start from a full bucket.
+// pol.Name must be name or empty. It is how runtime limits reach a running
+// pool (cmd/worker applies `sluice set` with it). The policy is checked as
+// Handle checks it; an error leaves the old one in place.
 func (p *Pool) SetPolicy(name string, pol Policy) error {
 	if pol.Name == "" {
 		pol.Name = name
@@ -202,6 +206,7 @@ func (p *Pool) SetPolicy(name string, pol Policy) error {
 	if p.names[name] == nil {
 		return fmt.Errorf("workers: SetPolicy(%q): no task type is registered under a policy of that name", name)
 	}
+	changed := p.names[name].fp != pp.fp
 	p.names[name] = pp
 	for _, rt := range p.routes {
 		if rt.name == name {
@@ -218,6 +223,12 @@ func (p *Pool) SetPolicy(name string, pol Policy) error {
 		}
 	}
 	p.wmu.Unlock()
+	// Jobs sent back under the old limits come back to take a turn under
+	// the new ones (see replan). Under p.mu: Shutdown waits for what it
+	// starts once it has seen the pool closed.
+	if changed && p.state == stateRunning {
+		p.replan(name)
+	}
 	return nil
 }
 

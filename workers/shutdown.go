@@ -67,6 +67,7 @@ func (p *Pool) shutdown() {
 			<-p.status
 		}
 	}
+	p.bg.Wait() // a re-plan ends with stopCtx
 	p.promote.close()
 	if err := p.rdb.Close(); err != nil {
 		p.log.Warn("workers: closing the queues' Redis client", "err", err)
