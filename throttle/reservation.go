@@ -50,6 +50,13 @@ func (r *Reservation) Delay() time.Duration {
 // Time is when the reservation's slot comes, on this process's clock.
 func (r *Reservation) Time() time.Time { return r.at }
 
+// Slot is the reservation's slot on the store's clock (Redis's TIME, or the
+// memory store's clock): the instant the buckets granted its tokens for.
+// Every slot of a bucket is on that one clock, whichever process booked it,
+// so the slots of a bucket never hold more than its policy allows in any
+// span; Time, on this process's clock, moves with the round trip's latency.
+func (r *Reservation) Slot() time.Time { return time.UnixMicro(r.d.slot()) }
+
 // Wait sleeps until the reservation's slot and returns nil. If ctx ends first,
 // Wait cancels the reservation (its tokens go back) and returns ctx's error,
 // at most the Limiter's refund timeout (WithRefundTimeout) after ctx ended.

@@ -23,6 +23,7 @@ type job struct {
 	rt      *route
 	pol     *policy      // the route's policy when the job began (SetPolicy may change it since); nil: unthrottled
 	note    upstreamNote // what the handler observed of the upstream's quota (ObserveResponse)
+	granted time.Time    // the slot its tokens were granted for, on the store's clock (Granted); zero if none
 	rate    float64      // the adaptive rate the job's turn was booked at (effective); 0 if none
 	meta    queue.Meta   // the task's sluice headers; a malformed one is left zero
 	retried int          // asynq's retry count of this run
@@ -67,6 +68,7 @@ func (p *Pool) process(ctx context.Context, task *asynq.Task) error {
 
 	j := p.newJob(ctx, task, rt)
 	ctx = context.WithValue(ctx, noteKey{}, &j.note)
+	ctx = context.WithValue(ctx, grantedKey{}, &j.granted)
 	if j.pol == nil {
 		return p.run(ctx, j)
 	}
@@ -205,6 +207,7 @@ func (p *Pool) acquire(ctx context.Context, j *job) error {
 		_ = r.Wait(tctx) // with no delay it only marks the grant taken
 		span.End()
 		p.waited(ctx, j.rt, 0)
+		j.granted = r.Slot()
 		return p.runHolding(ctx, j)
 	}
 	wctx, cancel := context.WithCancel(tctx)
@@ -244,6 +247,7 @@ func (p *Pool) acquire(ctx context.Context, j *job) error {
 		}
 	}
 	p.waited(ctx, j.rt, d)
+	j.granted = r.Slot()
 	return p.runHolding(ctx, j)
 }
 
@@ -305,6 +309,7 @@ func (p *Pool) redeem(ctx context.Context, j *job) error {
 			return err
 		}
 		p.waited(ctx, j.rt, 0)
+		j.granted = slot
 		return p.runHolding(ctx, j)
 	}
 	lead := p.lead(j.pol.maxWait)
@@ -346,6 +351,7 @@ func (p *Pool) redeem(ctx context.Context, j *job) error {
 		return err
 	}
 	p.waited(ctx, j.rt, wait)
+	j.granted = slot
 	return p.runHolding(ctx, j)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/workers"
 )
 
 // taskType is the demo job: render one report.
@@ -43,13 +44,15 @@ func newTally(total int) *tally {
 func (t *tally) handler(host string, work time.Duration, observe func(host string, start, turn time.Time)) func(context.Context, *asynq.Task) error {
 	return func(ctx context.Context, task *asynq.Task) error {
 		start := time.Now()
-		// When this job's tokens were granted: the slot of the ticket it
-		// holds if it went back to the queue and came back for its turn, or
-		// else now, as it has just woken up for its turn in this worker.
-		turn, ticket := start, false
-		if m, err := queue.MetaOf(task); err == nil && !m.Slot.IsZero() {
-			turn, ticket = m.Slot, true
+		// When this job's tokens were granted: its turn's slot on the
+		// limiter's clock, the one clock every host's turns are booked on.
+		turn, ok := workers.Granted(ctx)
+		if !ok {
+			return fmt.Errorf("%s: ran without a turn: %w", taskType, asynq.SkipRetry)
 		}
+		// Whether it went back to the queue holding its turn, and came back.
+		m, _ := queue.MetaOf(task)
+		ticket := !m.Slot.IsZero()
 		if observe != nil {
 			observe(host, start, turn)
 		}
@@ -73,7 +76,7 @@ func (t *tally) handler(host string, work time.Duration, observe func(host strin
 // jobRun is one successful run of a job.
 type jobRun struct {
 	start  time.Time // the handler started
-	turn   time.Time // the job's tokens were granted: start, or its ticket's slot
+	turn   time.Time // the slot the job's tokens were granted for, on the limiter's clock (workers.Granted)
 	ticket bool      // the job went back to the queue holding its turn, and came back
 }
 
