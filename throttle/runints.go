@@ -9,7 +9,7 @@ import (
 // runInts runs script as Script.Run does (EVALSHA, then EVAL if the server
 // lacks it) for a reply that is an array of integers, read straight into a
 // slice: a plain Cmd's reply boxes every integer above 255 into an
-// interface, four or five allocations per decision of a batch.
+// interface, an allocation each.
 func runInts(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, keys []string, args []any) ([]int64, error) {
 	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
 	cmdArgs = append(cmdArgs, "evalsha", script.Hash(), len(keys))

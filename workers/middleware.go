@@ -125,7 +125,7 @@ func (p *Pool) newJob(ctx context.Context, task *asynq.Task, rt *route) *job {
 
 // logger is job j's logger: the pool's, with the task's id, type and queue
 // and the policy's name. It is made on first use: most jobs log nothing, and
-// a logger's With costs each of them (1-2 % of a no-op job's CPU).
+// a logger's With would cost each of them its allocations.
 func (j *job) logger() *slog.Logger {
 	if j.lg == nil {
 		j.lg = j.base.With("task_id", j.id, "task_type", j.task.Type(), "queue", j.queue, "policy", j.rt.policyName())
@@ -203,7 +203,7 @@ func (p *Pool) acquire(ctx context.Context, j *job) error {
 	if d == 0 {
 		// Its turn is now: no wait for a stopping pool or a rebooking to
 		// cut short, so none is registered (most jobs of a limit that does
-		// not bind: a waiter costs each of them five allocations).
+		// not bind, which would each pay a waiter's allocations).
 		_ = r.Wait(tctx) // with no delay it only marks the grant taken
 		span.End()
 		p.waited(ctx, j.rt, 0)
