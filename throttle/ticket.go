@@ -73,7 +73,7 @@ type ticketStore interface {
 // and returns it: a turn the caller booked (a Reservation's Time) and hands
 // off. It does not take tokens: the turn must have been booked, and the
 // ticket is how it is redeemed, once, by whoever holds its ID. The record is
-// kept until TicketGrace after slot.
+// kept until TicketGrace after slot (a slot may be past: a late turn).
 //
 // Under FailLocal in fallback mode, or if the store cannot be reached, no
 // ticket is issued and the error matches ErrUnavailable.
@@ -85,9 +85,9 @@ func (l *Limiter) IssueTicket(ctx context.Context, key string, slot time.Time, n
 	if len(note) > maxTicketNote {
 		return Ticket{}, invalidf("ticket note is %d bytes, longer than %d", len(note), maxTicketNote)
 	}
-	wait := max(time.Until(slot), 0)
-	if wait > time.Duration(maxSpan)*time.Microsecond {
-		return Ticket{}, invalidf("ticket slot %v ahead is further than %v", wait, time.Duration(maxSpan)*time.Microsecond)
+	wait := time.Until(slot)
+	if most := time.Duration(maxSpan) * time.Microsecond; wait > most || wait < -most {
+		return Ticket{}, invalidf("ticket slot %v from now is further than %v", wait, most)
 	}
 	t := Ticket{ID: newTicketID(), Key: key, Slot: slot, Note: note}
 	_, local, cause, err := l.storeCall(ctx, "ticket", func() error {

@@ -3,7 +3,7 @@
 --
 -- KEYS[1]   the ticket's record: <bucket key>:ticket:<id>, beside the bucket
 -- ARGV[1]   now in microseconds, or "" to read Redis TIME
--- ARGV[2]   µs from now until the ticket's slot (not negative)
+-- ARGV[2]   µs from now until the ticket's slot (negative: past)
 -- ARGV[3]   µs the record outlives its slot (the grace for a late holder)
 -- ARGV[4]   the issuer's note, kept with the slot
 --
