@@ -21,8 +21,8 @@ const (
 	HeaderEnqueuedAt     = "sluice-enqueued-at"     // unix microseconds, set by Client.Enqueue
 	HeaderThrottledSince = "sluice-throttled-since" // unix microseconds, first time the job was sent back
 	HeaderRequeues       = "sluice-requeues"        // how many times it was sent back
-	HeaderSlot           = "sluice-slot"            // unix microseconds: the job holds a reservation starting then
-	HeaderSlotPolicy     = "sluice-slot-policy"     // fingerprint of the policy the slot was booked under
+	HeaderSlot           = "sluice-slot"            // unix microseconds: the slot of the job's ticket, for people (the worker trusts only the ticket)
+	HeaderTicket         = "sluice-ticket"          // the id of the ticket the job holds: a turn booked in the limiter's store, redeemed once
 	HeaderOrigin         = "sluice-origin"          // task id of the first task in the chain
 	HeaderTimeout        = "sluice-timeout"         // asynq Timeout option given at enqueue, Go duration string
 	HeaderDeadline       = "sluice-deadline"        // asynq Deadline option, unix microseconds
@@ -44,8 +44,8 @@ type Meta struct {
 	Cost           int           // tokens the task costs; 0 lets the policy decide
 	EnqueuedAt     time.Time     // when Client.Enqueue sent the first task of the chain
 	ThrottledSince time.Time     // when the job was first sent back
-	Slot           time.Time     // start of the reservation the job holds
-	SlotPolicy     string        // fingerprint of the policy Slot was booked under; "" if unknown
+	Slot           time.Time     // the slot of the ticket the job holds, as its issuer saw it (informative)
+	Ticket         string        // the id of the ticket the job holds; "" if none
 	Requeues       int           // how many times the job was sent back
 	Origin         string        // task id of the first task of the chain
 	Timeout        time.Duration // asynq Timeout option given at enqueue
@@ -116,11 +116,11 @@ var metaFields = [...]struct {
 		m.Slot, err = parseMicros(v)
 		return err
 	}},
-	{HeaderSlotPolicy, func(m *Meta, v string) error {
-		if err := checkText(v, maxOriginLen); err != nil {
+	{HeaderTicket, func(m *Meta, v string) error {
+		if err := checkText(v, maxTicketLen); err != nil {
 			return err
 		}
-		m.SlotPolicy = v
+		m.Ticket = v
 		return nil
 	}},
 	{HeaderRequeues, func(m *Meta, v string) (err error) {
@@ -161,7 +161,7 @@ func (m Meta) writeTo(h map[string]string) {
 	setMicros(h, HeaderEnqueuedAt, m.EnqueuedAt)
 	setMicros(h, HeaderThrottledSince, m.ThrottledSince)
 	setMicros(h, HeaderSlot, m.Slot)
-	setText(h, HeaderSlotPolicy, m.SlotPolicy)
+	setText(h, HeaderTicket, m.Ticket)
 	setInt(h, HeaderRequeues, m.Requeues)
 	setText(h, HeaderOrigin, m.Origin)
 	setDuration(h, HeaderTimeout, m.Timeout)
@@ -177,6 +177,7 @@ func (m Meta) writeTo(h map[string]string) {
 const (
 	maxInt       = int(^uint(0) >> 1)
 	maxOriginLen = 1024 // asynq task ids are UUIDs unless the caller chose one
+	maxTicketLen = 64   // the limiter's ticket ids are 32 hex digits
 )
 
 func parseInt(v string, lo, hi int) (int, error) {

@@ -19,6 +19,7 @@ func TestMetaRoundTrip(t *testing.T) {
 		EnqueuedAt:     at,
 		ThrottledSince: at.Add(time.Second),
 		Slot:           at.Add(2500 * time.Millisecond),
+		Ticket:         "0123456789abcdef0123456789abcdef",
 		Requeues:       3,
 		Origin:         "7f3c-origin",
 		Timeout:        90 * time.Second,
@@ -37,6 +38,7 @@ func TestMetaRoundTrip(t *testing.T) {
 	assert.Equal(t, want.Cost, got.Cost)
 	assert.Equal(t, want.Requeues, got.Requeues)
 	assert.Equal(t, want.Origin, got.Origin)
+	assert.Equal(t, want.Ticket, got.Ticket)
 	assert.Equal(t, want.Timeout, got.Timeout)
 	assert.Equal(t, want.Retention, got.Retention)
 	for name, pair := range map[string][2]time.Time{

@@ -15,9 +15,9 @@ import (
 // context is not the context asynq gave a handler.
 var ErrNotInHandler = errors.New("queue: context is not an asynq handler's context")
 
-// requeueTimeout bounds the enqueue a Requeue makes, which runs detached from
+// RequeueTimeout bounds the enqueue a Requeue makes, which runs detached from
 // the handler's context so that a shutdown or a task timeout does not lose it.
-const requeueTimeout = 5 * time.Second
+const RequeueTimeout = 5 * time.Second
 
 // Requeue sends the job that ctx's handler is running back to its queue as a
 // copy that comes back after delay. The handler should then return nil (or
@@ -34,7 +34,8 @@ const requeueTimeout = 5 * time.Second
 // brought up to date: [HeaderOrigin] is kept, or set to the running task's id
 // on the first requeue; [HeaderRequeues] goes up by one; [HeaderThrottledSince]
 // is kept, or set to now on the first requeue; [HeaderSlot] is slot in Unix
-// microseconds, or removed when slot is zero. It goes to the same queue with
+// microseconds, or removed when slot is zero, and [HeaderTicket] is removed
+// (see RequeueTicket: a slot without a ticket grants nothing). It goes to the same queue with
 // MaxRetry set to the retries the original had left, so throttling never
 // spends the retry budget, and with the Timeout, Deadline and Retention
 // recorded by [Client.Enqueue]. Other asynq options of the original (Unique,
@@ -58,12 +59,12 @@ func (c *Client) Requeue(ctx context.Context, t *asynq.Task, delay time.Duration
 	return c.RequeueTicket(ctx, t, delay, slot, "")
 }
 
-// RequeueTicket is Requeue, recording in [HeaderSlotPolicy] the fingerprint
-// of the policy slot was booked under (removed when slot is zero or policy
-// is ""), so that the job can tell, when it comes back, whether its ticket
-// still stands: a limit changed at runtime voids tickets booked under the old
-// one.
-func (c *Client) RequeueTicket(ctx context.Context, t *asynq.Task, delay time.Duration, slot time.Time, policy string) (*asynq.TaskInfo, error) {
+// RequeueTicket is Requeue for a job that holds a ticket: the id of a turn
+// booked for it in the limiter's store (throttle.Limiter.IssueTicket), due
+// at slot. The copy carries the id in [HeaderTicket] and slot in
+// [HeaderSlot]; both are removed when ticket is "". Only the store's record
+// makes a ticket: the headers alone grant nothing.
+func (c *Client) RequeueTicket(ctx context.Context, t *asynq.Task, delay time.Duration, slot time.Time, ticket string) (*asynq.TaskInfo, error) {
 	if t == nil {
 		return nil, errors.New("queue: requeue: nil task")
 	}
@@ -87,11 +88,7 @@ func (c *Client) RequeueTicket(ctx context.Context, t *asynq.Task, delay time.Du
 	if m.ThrottledSince.IsZero() {
 		m.ThrottledSince = c.now()
 	}
-	m.Slot = slot
-	m.SlotPolicy = ""
-	if !slot.IsZero() {
-		m.SlotPolicy = policy
-	}
+	m.Slot, m.Ticket = slot, ticket
 
 	// The copy keeps what is left of the retry budget: asynq's, or the job's
 	// own plus the spare that Client.Enqueue gave asynq.
@@ -123,7 +120,7 @@ func (c *Client) RequeueTicket(ctx context.Context, t *asynq.Task, delay time.Du
 		opts = append(opts, asynq.Retention(m.Retention))
 	}
 
-	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requeueTimeout)
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RequeueTimeout)
 	defer cancel()
 	info, err := c.ac.EnqueueContext(ectx, asynq.NewTaskWithHeaders(t.Type(), t.Payload(), h), opts...)
 	switch {

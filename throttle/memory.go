@@ -40,6 +40,7 @@ type memShard struct {
 	cooldowns map[memKey]int64     // a cooldown's end by bucket name (kind unset), µs
 	adapts    map[memKey]*memAdapt // adaptive buckets' effective rates (kind unset)
 	shared    memShares            // shared buckets' tenants (share_memory.go)
+	tickets   map[memKey]memTicket // tickets by bucket and id (ticket.go); made on first use
 
 	_ [64]byte // shards apart in memory: no false sharing between their locks
 }

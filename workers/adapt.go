@@ -15,12 +15,12 @@ func ticketMark(fp string, rate float64) string {
 	return fp + "@" + strconv.FormatFloat(rate, 'g', 6, 64)
 }
 
-// ticketVoid reports whether job j's ticket was booked under limits that no
-// longer hold, and which: a policy changed since (SetPolicy), or an adaptive
-// rate that has since dropped (a turn booked at the old pace would spend
-// what the upstream no longer allows). A ticket that recorded neither stands.
-func (p *Pool) ticketVoid(ctx context.Context, j *job) (bool, string) {
-	mark := j.meta.SlotPolicy
+// ticketVoid reports whether job j's ticket, whose record holds mark, was
+// booked under limits that no longer hold, and which: a policy changed since
+// (SetPolicy), or an adaptive rate that has since dropped (a turn booked at
+// the old pace would spend what the upstream no longer allows). A ticket
+// that recorded neither stands.
+func (p *Pool) ticketVoid(ctx context.Context, j *job, mark string) (bool, string) {
 	if mark == "" {
 		return false, ""
 	}

@@ -54,41 +54,68 @@ func (p *Pool) lead(budget time.Duration) time.Duration {
 // again. Each job throttled this way goes back once, at its own slot, so
 // come-backs are spread exactly as the bucket allows.
 //
-// If sending back fails, r is kept, not cancelled: a failed enqueue may still
-// have happened (a timed-out script can run after the client gave up), and a
-// copy holding a refunded ticket would run on tokens handed out twice. A lost
-// ticket only wastes its tokens.
+// r is never cancelled, even if sending back fails: a failed enqueue may
+// still have happened (a timed-out script can run after the client gave up),
+// and a copy holding a refunded turn would run on tokens handed out twice. A
+// lost ticket only wastes its tokens.
 func (p *Pool) sendBackWith(ctx context.Context, j *job, r *throttle.Reservation, why reason) error {
 	delay := r.Delay() - p.lead(j.pol.maxWait)
 	if why == reasonShutdown {
 		delay = max(delay, shutdownDelay)
 	}
-	return p.comeBack(ctx, j, delay, r.Time(), why)
+	return p.comeBack(ctx, j, delay, r.Slot(), why)
 }
 
 // comeBack sends job j back to its queue to run after delay, holding a ticket
 // for slot unless slot is zero, and returns nil so that asynq drops the
-// original.
+// original. The ticket is issued first (see issueTicket), then the copy is
+// enqueued carrying it: a ticket whose copy never gets enqueued expires
+// unused.
 //
-// If the queue's Redis cannot take the copy, comeBack returns a
-// queue.ThrottledError instead, and the pool's asynq.Config (queue.IsFailure,
-// queue.RetryDelayFunc) sends the original down asynq's retry path: after
-// delay, without spending a retry and without counting as a failure. The gap:
-// asynq archives a job whose retries are already spent (MaxRetry 0, or its
-// last retry) whatever the error, before it asks IsFailure, so such a job is
-// archived, with this error as its reason, if the queue's Redis fails just
-// then. A job that held a ticket comes back that way with its old ticket
-// headers, and since asynq did not count a retry it is honoured again.
+// The worker keeps the job until the copy is on its queue: if the queue's
+// Redis cannot take it, comeBack tries again, with backoff, while it holds
+// the job (see requeue). It never hands a throttled job to asynq's retry or
+// archive path while it can still send it back, since asynq archives a job
+// whose retries are spent (MaxRetry 0, or its last retry) on any error,
+// before it asks IsFailure.
 func (p *Pool) comeBack(ctx context.Context, j *job, delay time.Duration, slot time.Time, why reason) error {
 	_, err := p.requeue(ctx, j, delay, slot, why)
 	return err
 }
 
-// requeue is comeBack, which also returns the copy's TaskInfo (nil if none
-// was made: the error then sends the original down asynq's retry path).
+// sendBackRetry paces the attempts to send a job back while the queue's Redis
+// cannot take it.
+var sendBackRetry = backoff.Exponential{Base: 100 * time.Millisecond, Max: 2 * time.Second, Jitter: backoff.FullJitter}
+
+// sendBackSlack is how long before its context's deadline, or before asynq's
+// shutdown puts back the jobs of unfinished handlers, a job stops trying to
+// send itself back: an attempt then could land after asynq has already
+// dealt with the original, and the job would run twice.
+const sendBackSlack = time.Second
+
+// requeue is comeBack, which also returns the copy's TaskInfo (nil if the
+// copy was there already, or if none was made: the error then says why).
+//
+// While the queue's Redis cannot take the copy, requeue tries again, and
+// gives up only when it must, leaving the job to asynq:
+//
+//   - when the pool's shutdown nears its ShutdownTimeout, it stops trying
+//     and waits: asynq then puts the original back on its queue as it was
+//     (no retry spent, never archived) and ends the handler's context;
+//   - near its context's deadline, a job with retries left goes down
+//     asynq's retry path, after delay, without spending a retry (a
+//     queue.ThrottledError: see queue.IsFailure); one with none left keeps
+//     trying until the deadline, where asynq decides as for any job;
+//   - when its context ends, asynq has decided already.
 func (p *Pool) requeue(ctx context.Context, j *job, delay time.Duration, slot time.Time, why reason) (*asynq.TaskInfo, error) {
+	ticket := ""
+	if !slot.IsZero() {
+		if ticket = p.issueTicket(ctx, j, slot); ticket == "" {
+			slot = time.Time{}
+		}
+	}
 	delay = max(delay, 0)
-	if slot.IsZero() {
+	if ticket == "" {
 		// asynq keeps due times in whole seconds: a shorter delay would bring the
 		// job straight back. A ticket holder sleeps until its slot instead.
 		delay = max(delay, queue.MinRetryDelay)
@@ -96,18 +123,64 @@ func (p *Pool) requeue(ctx context.Context, j *job, delay time.Duration, slot ti
 	trace.SpanFromContext(ctx).AddEvent("sent back", trace.WithAttributes(
 		attribute.String("sluice.reason", why.String()),
 		attribute.Float64("sluice.delay_s", delay.Seconds()),
-		attribute.Bool("sluice.ticket", !slot.IsZero())))
+		attribute.Bool("sluice.ticket", ticket != "")))
 	p.requeued(ctx, j.rt, why)
-	fp := ""
-	if j.pol != nil {
-		fp = ticketMark(j.pol.fp, j.rate)
+	due := time.Now().Add(delay)
+	for attempt := 0; ; attempt++ {
+		d := max(time.Until(due), 0)
+		if ticket == "" {
+			d = max(d, queue.MinRetryDelay)
+		}
+		info, err := p.client.RequeueTicket(ctx, j.task, d, slot, ticket)
+		if err == nil {
+			if attempt > 0 {
+				j.logger().Info("workers: job sent back once the queue store answered", "reason", why.String(), "attempts", attempt+1)
+			}
+			j.logger().Debug("workers: job sent back", "reason", why.String(), "delay", d, "ticket", ticket != "")
+			return info, nil
+		}
+		if attempt == 0 {
+			j.logger().Warn("workers: queue store (asynq's Redis) unavailable: cannot send the job back; the worker keeps it and tries again",
+				"reason", why.String(), "delay", d, "err", err)
+		}
+		pause := sendBackRetry.Delay(attempt)
+		// The next attempt must be over by then.
+		end := time.Now().Add(pause + queue.RequeueTimeout + sendBackSlack)
+		if at := p.abortAt(); !at.IsZero() && end.After(at) {
+			j.logger().Error("workers: the pool stops and the queue store still cannot take the job; asynq puts it back on its queue", "err", err)
+			<-ctx.Done() // asynq ends it once it has put the original back
+			p.outcome(ctx, j.rt, outFailed)
+			return nil, ctx.Err()
+		}
+		if dl, ok := ctx.Deadline(); ok && end.After(dl) && p.retriesLeft(ctx, j) {
+			j.logger().Error("workers: the job's deadline nears and the queue store still cannot take it; asynq's retry path takes it",
+				"reason", why.String(), "delay", d, "err", err)
+			return nil, queue.Throttled(d, fmt.Sprintf("workers: %s: sending the job back failed: %v", why, err))
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			j.logger().Error("workers: the job's context ended while the queue store could not take it; asynq has it", "err", err)
+			p.outcome(ctx, j.rt, outFailed)
+			return nil, ctx.Err()
+		}
 	}
-	info, err := p.client.RequeueTicket(ctx, j.task, delay, slot, fp)
-	if err != nil {
-		j.logger().Error("workers: queue store (asynq's Redis) unavailable: cannot send the job back; asynq's retry path takes it",
-			"reason", why.String(), "delay", delay, "err", err)
-		return nil, queue.Throttled(delay, fmt.Sprintf("workers: %s: sending the job back failed: %v", why, err))
+}
+
+// retriesLeft reports whether asynq would retry job j rather than archive it
+// if its handler failed now.
+func (p *Pool) retriesLeft(ctx context.Context, j *job) bool {
+	most, ok := asynq.GetMaxRetry(ctx)
+	return ok && j.retried < most
+}
+
+// abortAt is when asynq's shutdown puts back the jobs of unfinished handlers
+// and ends their contexts; zero before Shutdown calls it.
+func (p *Pool) abortAt() time.Time {
+	if ns := p.aborts.Load(); ns != 0 {
+		return time.Unix(0, ns)
 	}
-	j.logger().Debug("workers: job sent back", "reason", why.String(), "delay", delay, "ticket", !slot.IsZero())
-	return info, nil
+	return time.Time{}
 }

@@ -19,8 +19,8 @@ import (
 // Two pools (two hosts) share one bucket; some jobs wait for their turn in a
 // worker, most go back holding it and come back. The instants Granted gives
 // their handlers hold at most Burst + Rate·t jobs in any span t, to the
-// microsecond, plus ticketClock: one clock for every turn, whichever host
-// booked it and however late its handler started.
+// microsecond: one clock for every turn (a ticket's record keeps its slot on
+// it), whichever host booked it and however late its handler started.
 func TestGrantedInstantsHoldTheLimit(t *testing.T) {
 	const jobs = 30
 	h := newHarness(t)
@@ -58,7 +58,7 @@ func TestGrantedInstantsHoldTheLimit(t *testing.T) {
 	slices.SortFunc(turns, time.Time.Compare)
 	for i := range turns {
 		for j := i; j < len(turns); j++ {
-			d := turns[j].Sub(turns[i]) + time.Microsecond + ticketClock
+			d := turns[j].Sub(turns[i]) + time.Microsecond
 			require.LessOrEqualf(t, float64(j-i+1), float64(limit.Burst)+limit.Rate*d.Seconds(),
 				"turns %d to %d: %d jobs granted in %v", i, j, j-i+1, d)
 		}
@@ -66,8 +66,3 @@ func TestGrantedInstantsHoldTheLimit(t *testing.T) {
 	_, ok := workers.Granted(context.Background())
 	assert.False(t, ok, "outside a handler")
 }
-
-// ticketClock allows for a ticket's slot, which the job carries on the
-// booking process's clock (Reservation.Time: the reply's arrival plus the
-// wait), where a turn taken in the worker is on the store's (Reservation.Slot).
-const ticketClock = 2 * time.Millisecond

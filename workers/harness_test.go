@@ -126,6 +126,15 @@ func recv[T any](t *testing.T, ch <-chan T, timeout time.Duration, what string) 
 	return asynqtest.Recv(t, ch, timeout, what)
 }
 
+// ticket issues a ticket for a turn of bucket key at slot, as a pool sending a
+// job back would, and returns the headers of a job that holds it.
+func (h *harness) ticket(t *testing.T, key string, slot time.Time) map[string]string {
+	t.Helper()
+	tk, err := h.lim.IssueTicket(context.Background(), key, slot, "")
+	require.NoError(t, err)
+	return map[string]string{queue.HeaderTicket: tk.ID, queue.HeaderSlot: micros(slot), queue.HeaderRequeues: "1"}
+}
+
 // micros formats t as a sluice header time.
 func micros(t time.Time) string { return strconv.FormatInt(t.UnixMicro(), 10) }
 

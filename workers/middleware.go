@@ -42,9 +42,9 @@ type job struct {
 //
 //   - reads the task's sluice headers (a malformed one is logged and ignored);
 //   - derives the buckets (a task whose key cannot be derived is archived);
-//   - if the task holds a ticket (queue.HeaderSlot, on its first delivery),
-//     sleeps until the ticket's slot and runs the handler without asking for
-//     tokens again;
+//   - if the task holds a ticket (queue.HeaderTicket) that the limiter's
+//     store issued and no one has redeemed, redeems it, sleeps until its slot
+//     and runs the handler without asking for tokens again (see redeem);
 //   - otherwise reserves the tokens in one call, up to the horizon, and waits
 //     for its turn if it comes within the wait budget, or goes back to the
 //     queue holding it as a ticket if not (see acquire);
@@ -75,9 +75,7 @@ func (p *Pool) process(ctx context.Context, task *asynq.Task) error {
 	if err := p.bind(j); err != nil {
 		return p.archive(ctx, j, permanent(err))
 	}
-	// A ticket is good once: a job asynq runs again after a failure has
-	// spent it, and takes its turn anew.
-	if !j.meta.Slot.IsZero() && j.retried == 0 {
+	if j.meta.Ticket != "" {
 		return p.redeem(ctx, j)
 	}
 	return p.acquire(ctx, j)
@@ -284,18 +282,25 @@ func (p *Pool) refused(ctx context.Context, j *job, limited *throttle.LimitedErr
 	return p.comeBack(ctx, j, wait, time.Time{}, reasonBudget)
 }
 
-// redeem runs a job that holds a ticket: a reservation made before it was
-// sent back. It sleeps until the slot, since asynq may bring it back up to a
-// second or so early, and runs the handler without asking for tokens again; a
-// job that comes back late runs at once. A slot further off than the job
-// could have been early sends it back again keeping the ticket, as does a
-// pool that stops while it sleeps.
+// redeem runs a job that holds a ticket: a turn booked before it was sent
+// back (see ticket.go). It redeems the ticket, so that no other holder of
+// the same id can, sleeps until the slot, since asynq may bring it back up to
+// a second or so early, and runs the handler without asking for tokens
+// again; a job that comes back late runs at once. A ticket that does not
+// stand (unknown, expired, redeemed before, or unreadable for a store
+// error) gives no turn: the job takes one like any other. A slot further
+// off than the job could have been early sends it back again with a new
+// ticket for the same slot, as does a pool that stops while it sleeps.
 func (p *Pool) redeem(ctx context.Context, j *job) error {
-	if void, why := p.ticketVoid(ctx, j); void {
+	tk, ok := p.redeemTicket(ctx, j)
+	if !ok {
+		return p.acquire(ctx, j)
+	}
+	if void, why := p.ticketVoid(ctx, j, tk.Note); void {
 		j.logger().Debug("workers: " + why + " since the ticket was booked; taking a new turn")
 		return p.acquire(ctx, j)
 	}
-	slot := j.meta.Slot
+	slot := tk.Slot
 	wait := time.Until(slot)
 	if -wait > lateTicket {
 		// Its tokens were counted at its slot, long ago: run now with the
@@ -309,15 +314,15 @@ func (p *Pool) redeem(ctx context.Context, j *job) error {
 			return err
 		}
 		p.waited(ctx, j.rt, 0)
-		j.granted = slot
+		j.granted = tk.At
 		return p.runHolding(ctx, j)
 	}
 	lead := p.lead(j.pol.maxWait)
 	if p.stopping() {
-		return p.comeBack(ctx, j, max(wait-lead, shutdownDelay), slot, reasonShutdown)
+		return p.comeBack(ctx, j, max(wait-lead, shutdownDelay), tk.At, reasonShutdown)
 	}
 	if wait > p.ticketTolerance(ctx, j, lead) {
-		return p.comeBack(ctx, j, wait-lead, slot, reasonBudget)
+		return p.comeBack(ctx, j, wait-lead, tk.At, reasonBudget)
 	}
 
 	_, span := p.tel.tracer.Start(ctx, "workers.throttle", trace.WithAttributes(
@@ -337,7 +342,7 @@ func (p *Pool) redeem(ctx context.Context, j *job) error {
 	span.End()
 	switch {
 	case err == errStopping:
-		return p.comeBack(ctx, j, max(time.Until(slot)-lead, shutdownDelay), slot, reasonShutdown)
+		return p.comeBack(ctx, j, max(time.Until(slot)-lead, shutdownDelay), tk.At, reasonShutdown)
 	case err != nil:
 		p.outcome(ctx, j.rt, outFailed)
 		return err
@@ -351,7 +356,7 @@ func (p *Pool) redeem(ctx context.Context, j *job) error {
 		return err
 	}
 	p.waited(ctx, j.rt, wait)
-	j.granted = slot
+	j.granted = tk.At
 	return p.runHolding(ctx, j)
 }
 

@@ -52,8 +52,9 @@ type Pool struct {
 	stopped chan struct{} // closed to end the status goroutine
 	status  chan struct{} // closed when the status goroutine has ended
 
-	closing  atomic.Bool // Shutdown has begun
-	wmu      sync.Mutex  // guards waiters and draining
+	closing  atomic.Bool  // Shutdown has begun
+	aborts   atomic.Int64 // Unix ns when asynq's shutdown puts unfinished jobs back (abortAt); 0 until then
+	wmu      sync.Mutex   // guards waiters and draining
 	waiters  map[*waiter]struct{}
 	draining bool
 	stopCtx  context.Context // ends once the waiters are drained: jobs holding tickets go back

@@ -59,6 +59,7 @@ func (p *Pool) shutdown() {
 	p.stop()
 	if running {
 		p.log.Info("workers: pool shutting down", "waiting", p.stats.waiting.Load())
+		p.aborts.Store(time.Now().Add(p.cfg.ShutdownTimeout).UnixNano())
 		p.srv.Shutdown()
 		// asynq calls no handler after Shutdown, so no Add races this Wait.
 		p.inflight.Wait()

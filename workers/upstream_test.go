@@ -117,7 +117,7 @@ func TestPoolHandlerThrottled(t *testing.T) {
 	// asynq keeps due times in whole seconds: up to a second early.
 	assert.GreaterOrEqual(t, second.at.Sub(first.at), 500*time.Millisecond)
 	assert.Equal(t, 1, second.meta.Requeues)
-	assert.True(t, second.meta.Slot.IsZero(), "no ticket")
+	assert.Empty(t, second.meta.Ticket, "no ticket")
 	waitFor(t, 5*time.Second, "the job to be done", func() bool { return p.Stats().Processed == 1 })
 	q := h.queueInfo(t)
 	assert.Equal(t, 0, q.Archived)
@@ -146,9 +146,7 @@ func TestPoolTicketHeedsCooldown(t *testing.T) {
 	_, err = h.lim.Cooldown(context.Background(), "api", limit, cooldown)
 	require.NoError(t, err)
 	// A job that was sent back earlier with a turn due now.
-	h.enqueueRaw(t, asynq.NewTaskWithHeaders("call", nil, map[string]string{
-		queue.HeaderSlot: micros(time.Now()), queue.HeaderRequeues: "1",
-	}), asynq.MaxRetry(0))
+	h.enqueueRaw(t, asynq.NewTaskWithHeaders("call", nil, h.ticket(t, "api", time.Now())), asynq.MaxRetry(0))
 	start(t, p)
 
 	at := recv(t, ran, 15*time.Second, "the ticket holder's run")
@@ -175,15 +173,13 @@ func TestPoolLateTicketTakesANewTurn(t *testing.T) {
 	}, &workers.Policy{Name: "api", Limit: limit, MaxWait: 100 * time.Millisecond})
 
 	require.NoError(t, h.lim.Acquire(context.Background(), "api", limit, 1)) // the hour's token is gone
-	h.enqueueRaw(t, asynq.NewTaskWithHeaders("call", nil, map[string]string{
-		queue.HeaderSlot: micros(time.Now().Add(-time.Hour)), queue.HeaderRequeues: "1",
-	}), asynq.MaxRetry(0))
+	h.enqueueRaw(t, asynq.NewTaskWithHeaders("call", nil, h.ticket(t, "api", time.Now().Add(-10*time.Second))), asynq.MaxRetry(0))
 	start(t, p)
 
 	waitFor(t, 10*time.Second, "the job sent back for a new turn", func() bool { return p.Stats().Requeued == 1 })
 	select {
 	case <-ran:
-		t.Fatal("a ticket an hour late ran without taking tokens")
+		t.Fatal("a ticket ten seconds late ran without taking tokens")
 	default:
 	}
 	assert.Equal(t, int64(0), p.Stats().Archived)
