@@ -106,6 +106,17 @@ type grantResult struct {
 	First overGrant
 	// Worst is the arrival closest to (or furthest past) its allowance.
 	Worst overGrant
+	// Episodes are the stretches of arrivals over (a second apart or more
+	// starts a new one).
+	Episodes []episode
+}
+
+// episode is a stretch of over-grants: N arrivals from From to To, the
+// worst Worst tokens over.
+type episode struct {
+	From, To time.Time
+	N        int
+	Worst    overGrant
 }
 
 // overGrant is one arrival and how far it was beyond the bucket.
@@ -161,6 +172,16 @@ func checkGrants(bucket string, at []time.Time, ps []phase, late lateness) grant
 				res.First = g
 			}
 			res.Over++
+			n := len(res.Episodes)
+			if n == 0 || a.Sub(res.Episodes[n-1].To) >= time.Second {
+				res.Episodes = append(res.Episodes, episode{From: a, Worst: g})
+				n++
+			}
+			e := &res.Episodes[n-1]
+			e.To, e.N = a, e.N+1
+			if g.Excess-g.Allowance > e.Worst.Excess-e.Worst.Allowance {
+				e.Worst = g
+			}
 		}
 	}
 	return res
@@ -184,7 +205,8 @@ type dup struct {
 	ID      string
 	Runs    []request
 	Queued  bool   // still queued at the end, after a run
-	Excused bool   // every run after the first is excused by a kill
+	Excused bool   // every run after the first is excused by a kill (or a lost ack)
+	ByAck   bool   // asynq lost an acknowledgement of the job: see lostAck
 	Why     string // the kills that excuse it, or what is not excused
 }
 
@@ -194,8 +216,10 @@ type dup struct {
 // queued after it ran), the previous run's worker — the one whose
 // connection it came on — must have been killed after that run began,
 // before the next began, and no later than ackAllowance (plus any Redis
-// outage) after that run ended.
-func checkRuns(rs []request, queued map[string]bool, kills []kill, outages []span) []dup {
+// outage) after that run ended. Apart from those, a run is excused (ByAck)
+// when asynq logged that it lost an acknowledgement of the job before it:
+// asynq's own at-least-once, not the fleet's doing (see lostAck).
+func checkRuns(rs []request, queued map[string]bool, kills []kill, outages []span, acks map[string][]time.Time) []dup {
 	runs := make(map[string][]request)
 	for _, r := range rs {
 		if r.Status == http.StatusOK {
@@ -221,6 +245,14 @@ func checkRuns(rs []request, queued map[string]bool, kills []kill, outages []spa
 		}
 		for i := 0; i <= last; i++ {
 			k, ok := excuse(rr[i], next(i), kills, outages)
+			if !ok && slices.ContainsFunc(acks[id], func(a time.Time) bool { return a.Before(next(i)) }) {
+				d.ByAck = true
+				if d.Why != "" {
+					d.Why += "; "
+				}
+				d.Why += "asynq lost an acknowledgement of it before"
+				continue
+			}
 			if !ok {
 				d.Excused = false
 				d.Why = "run " + rr[i].Start.Format("15:04:05.000") + " was followed by another with no kill of its worker"

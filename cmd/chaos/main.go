@@ -69,7 +69,7 @@ Flags:
   --workers N         worker processes, 2 to 16 (default 4)
   --concurrency N     jobs at once per worker (default 8)
   --prefetch N        --prefetch of every other worker, 0 to 255 (default 4)
-  --rate R            jobs enqueued per second, on average, 1 to 1000 (default 30)
+  --rate R            jobs enqueued per second, on average, 1 to 1000 (default 20)
   --fault-gap D       mean time between faults (default 4s)
   --faults LIST       the faults to draw from, comma-separated, or all or none
                       (default all)
@@ -139,7 +139,7 @@ func parseFlags(args []string) (config, error) {
 	workers := fs.Int("workers", 4, "")
 	concurrency := fs.Int("concurrency", 8, "")
 	prefetch := fs.Int("prefetch", 4, "")
-	rate := fs.Float64("rate", 30, "")
+	rate := fs.Float64("rate", 20, "")
 	gap := fs.Duration("fault-gap", 4*time.Second, "")
 	faults := fs.String("faults", "all", "")
 	bin := fs.String("bin", "", "")

@@ -26,6 +26,14 @@ func startRedis() (*redistest.Server, *redis.Client, error) {
 	return srv, rdb, nil
 }
 
+// quietLog drops go-redis's own log lines: the run's Redis goes down on
+// purpose, and the dial failures that follow are expected, not news.
+type quietLog struct{}
+
+func (quietLog) Printf(context.Context, string, ...any) {}
+
+func init() { redis.SetLogger(quietLog{}) }
+
 // redisOpTimeout bounds one command the run sends itself (a fault, a look at
 // the queue): a paused Redis must not stall the run.
 const redisOpTimeout = 3 * time.Second

@@ -137,7 +137,11 @@ func (r *runState) report() (*report, error) {
 		rep.states[strings.Join(st, "+")]++
 	}
 	sort.Strings(rep.lost)
-	rep.dups = checkRuns(rs, queued, r.rec.kills, r.rec.outages)
+	var logs []string
+	for _, w := range r.fleet {
+		logs = append(logs, w.log)
+	}
+	rep.dups = checkRuns(rs, queued, r.rec.kills, r.rec.outages, lostAcks(logs))
 
 	late := r.probe.Worst
 	global := phasesOf(r.base, r.rec.limits, r.rec.msgLosses, func(b bounds) rateBurst { return b.global })
@@ -242,9 +246,27 @@ func (rep *report) print(w io.Writer) {
 		fmt.Fprintf(w, "         %s: never answered 200, in no queue state\n", id)
 	}
 
-	excused := len(rep.dups) - rep.unexcused()
-	fmt.Fprintf(w, "  %-4s jobs run more often than at-least-once allows: %d (%d ran again, or are queued to, excused by %d kills)\n",
-		verdict(rep.unexcused() > 0), rep.unexcused(), excused, rep.kills)
+	byKill, byAck := 0, 0
+	var ackIDs []string
+	for _, d := range rep.dups {
+		switch {
+		case d.Excused && d.ByAck:
+			byAck++
+			ackIDs = append(ackIDs, d.ID)
+		case d.Excused:
+			byKill++
+		}
+	}
+	fmt.Fprintf(w, "  %-4s jobs run more often than at-least-once allows: %d\n", verdict(rep.unexcused() > 0), rep.unexcused())
+	fmt.Fprintf(w, "         ran again (or queued to) after a kill of their worker mid-job: %d (%d kills)\n", byKill, rep.kills)
+	if byAck > 0 {
+		if len(ackIDs) > 5 {
+			ackIDs = append(ackIDs[:5], "...")
+		}
+		fmt.Fprintf(w, "         ran again (or queued to) after asynq lost its acknowledgement in a Redis outage: %d %v\n", byAck, ackIDs)
+		fmt.Fprintf(w, "           (asynq v0.26 retries a failed ack with a cancelled context, so never: the task stays active\n"+
+			"           until its lease runs out and is run again; at-least-once, but not a kill)\n")
+	}
 	shown := 0
 	for _, d := range rep.dups {
 		if d.Excused || shown == 20 {
@@ -263,8 +285,16 @@ func (rep *report) print(w io.Writer) {
 		fmt.Fprintf(w, "         %-15s %6d arrivals; closest: %+.2f tokens over burst + rate*t of %s (allowance %.2f) at %s\n",
 			g.Bucket, g.Arrivals, g.Worst.Excess, g.Worst.Limit, g.Worst.Allowance, g.Worst.At.Format("15:04:05.000"))
 		if g.Over > 0 {
-			fmt.Fprintf(w, "         %-15s %d arrivals over; the first at %s: %+.2f tokens over %s (allowance %.2f)\n",
-				"", g.Over, g.First.At.Format("15:04:05.000"), g.First.Excess, g.First.Limit, g.First.Allowance)
+			fmt.Fprintf(w, "         %-15s %d arrivals over, in %d stretches; the worst:\n", "", g.Over, len(g.Episodes))
+			es := append([]episode(nil), g.Episodes...)
+			sort.Slice(es, func(i, j int) bool {
+				return es[i].Worst.Excess-es[i].Worst.Allowance > es[j].Worst.Excess-es[j].Worst.Allowance
+			})
+			for _, e := range es[:min(len(es), 5)] {
+				fmt.Fprintf(w, "         %-15s   %s to %s: %d arrivals over, worst %+.2f tokens over %s (allowance %.2f) at %s\n", "",
+					e.From.Format("15:04:05.000"), e.To.Format("15:04:05.000"), e.N, e.Worst.Excess, e.Worst.Limit, e.Worst.Allowance,
+					e.Worst.At.Format("15:04:05.000"))
+			}
 		}
 	}
 
