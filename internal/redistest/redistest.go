@@ -267,14 +267,23 @@ func (s *Server) Resume(tb testing.TB) {
 
 func (s *Server) signal(tb testing.TB, sig syscall.Signal) {
 	tb.Helper()
+	if err := s.Signal(sig); err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+}
+
+// Signal sends sig to the server's process, for a program rather than a
+// test (Pause and Resume are the tests' forms of SIGSTOP and SIGCONT).
+func (s *Server) Signal(sig syscall.Signal) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc == nil {
-		tb.Fatalf("redistest: send %v to %s: server is not running", sig, s.addr())
+		return fmt.Errorf("send %v to %s: server is not running", sig, s.addr())
 	}
 	if err := s.proc.cmd.Process.Signal(sig); err != nil {
-		tb.Fatalf("redistest: send %v to %s: %v", sig, s.addr(), err)
+		return fmt.Errorf("send %v to %s: %w", sig, s.addr(), err)
 	}
+	return nil
 }
 
 // Kill ends the server with SIGKILL and returns once it has exited.
@@ -298,16 +307,24 @@ func (s *Server) Kill(tb testing.TB) {
 // empty: keys and the script cache are gone. Restart fails tb after Stop.
 func (s *Server) Restart(tb testing.TB) {
 	tb.Helper()
+	if err := s.Relaunch(); err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+}
+
+// Relaunch is Restart for a program rather than a test: it returns an error
+// instead of failing one.
+func (s *Server) Relaunch() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
-		tb.Fatalf("redistest: restart %s: server was stopped", s.addr())
+		return fmt.Errorf("restart %s: server was stopped", s.addr())
 	}
 	if s.proc != nil {
 		err := s.proc.kill()
 		s.proc = nil
 		if err != nil {
-			tb.Fatalf("redistest: restart %s: %v", s.addr(), err)
+			return fmt.Errorf("restart %s: %w", s.addr(), err)
 		}
 	}
 	// The port is ours to reuse, but give a lingering holder a moment to let go.
@@ -315,10 +332,10 @@ func (s *Server) Restart(tb testing.TB) {
 	for {
 		err := s.launch()
 		if err == nil {
-			return
+			return nil
 		}
 		if !errors.Is(err, errPortInUse) || time.Now().After(deadline) {
-			tb.Fatalf("redistest: restart: %v", err)
+			return fmt.Errorf("restart: %w", err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
