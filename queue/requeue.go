@@ -15,6 +15,13 @@ import (
 // context is not the context asynq gave a handler.
 var ErrNotInHandler = errors.New("queue: context is not an asynq handler's context")
 
+// CopyRetention is the least time a copy made by Requeue is kept among its
+// queue's completed tasks after it succeeds (the original's own Retention if
+// longer): it holds the copy's task id, so that the original of a worker
+// that died after making the copy, which asynq delivers again when its lease
+// runs out (within about a minute and a half), does not make it again.
+const CopyRetention = 3 * time.Minute
+
 // RequeueTimeout bounds the enqueue a Requeue makes, which runs detached from
 // the handler's context so that a shutdown or a task timeout does not lose it.
 const RequeueTimeout = 5 * time.Second
@@ -54,7 +61,11 @@ const RequeueTimeout = 5 * time.Second
 // Requeue returns a nil TaskInfo and a nil error: the copy already exists. This
 // protects only while the copy is still known to asynq (pending, scheduled,
 // active, retrying, archived, or completed within its retention): asynq frees
-// a task id once the task has succeeded. Any other error is returned wrapped.
+// a task id once a task without retention has succeeded. So a copy is kept
+// among the completed tasks for at least [CopyRetention] after it succeeds,
+// longer than asynq takes to recover the original of a dead worker; without
+// it, a copy that ran and succeeded before the original came back would be
+// made, and run, again. Any other error is returned wrapped.
 func (c *Client) Requeue(ctx context.Context, t *asynq.Task, delay time.Duration, slot time.Time) (*asynq.TaskInfo, error) {
 	return c.RequeueTicket(ctx, t, delay, slot, "")
 }
@@ -116,9 +127,7 @@ func (c *Client) RequeueTicket(ctx context.Context, t *asynq.Task, delay time.Du
 	if !m.Deadline.IsZero() {
 		opts = append(opts, asynq.Deadline(m.Deadline))
 	}
-	if m.Retention > 0 {
-		opts = append(opts, asynq.Retention(m.Retention))
-	}
+	opts = append(opts, asynq.Retention(max(m.Retention, CopyRetention)))
 
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RequeueTimeout)
 	defer cancel()

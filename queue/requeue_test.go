@@ -270,3 +270,44 @@ func TestRequeueDropsMalformedHeaders(t *testing.T) {
 	assert.Equal(t, "keep-me", got["trace"], "other headers travel with the job")
 	assert.Equal(t, []byte("p"), info.Payload)
 }
+
+// A worker that dies after Requeue made the copy, before asynq dropped the
+// original, has the original delivered again; by then the copy may have run
+// and succeeded. The copy's id is still held (CopyRetention), so the second
+// Requeue makes no copy: the job runs once more, not twice.
+func TestRequeueAfterTheCopySucceededMakesNoSecondCopy(t *testing.T) {
+	h := newHarness(t)
+	c := queue.NewClient(h.ac)
+	copies := make(chan string, 4)
+	originals := make(chan struct{}, 4)
+	h.serve(t, noDelay, func(ctx context.Context, task *asynq.Task) error {
+		m, err := queue.MetaOf(task)
+		require.NoError(t, err)
+		if m.Requeues > 0 {
+			copies <- m.Origin
+			return nil
+		}
+		retried, _ := asynq.GetRetryCount(ctx)
+		info, err := c.Requeue(ctx, task, 0, time.Time{})
+		require.NoError(t, err)
+		originals <- struct{}{}
+		if retried == 0 {
+			require.NotNil(t, info, "the first copy")
+			// The worker "dies" here: asynq is not told the original is
+			// done, and brings it back (here as a retry, once the copy ran).
+			return errors.New("worker died")
+		}
+		assert.Nil(t, info, "a second copy")
+		return nil
+	})
+	_, err := c.Enqueue(context.Background(), queue.Task{Type: "job"}, asynq.Queue(h.queue), asynq.MaxRetry(3))
+	require.NoError(t, err)
+	recv(t, originals, 10*time.Second, "the original's first run")
+	recv(t, copies, 10*time.Second, "the copy")
+	recv(t, originals, 10*time.Second, "the original delivered again")
+	select {
+	case <-copies:
+		t.Fatal("the copy ran twice")
+	case <-time.After(time.Second):
+	}
+}

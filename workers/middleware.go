@@ -302,7 +302,7 @@ func (p *Pool) redeem(ctx context.Context, j *job) error {
 	}
 	slot := tk.Slot
 	wait := time.Until(slot)
-	if -wait > lateTicket {
+	if -wait > j.pol.late {
 		// Its tokens were counted at its slot, long ago: run now with the
 		// other late ones and they would bunch past the bucket's burst. The
 		// turn is given up (its tokens wasted, never granted twice) for a new one.
@@ -398,12 +398,6 @@ func (p *Pool) ticketTolerance(ctx context.Context, j *job, lead time.Duration) 
 
 // ticketSlack allows for clock steps between a ticket's issue and its use.
 const ticketSlack = 250 * time.Millisecond
-
-// lateTicket is how late past its slot a ticket is still honoured: the
-// forwarder's tick and a busy pool make come-backs a little late; much later
-// (a stopped or saturated fleet), honouring every overdue ticket at once would
-// bunch them past the bucket's burst.
-const lateTicket = 2 * time.Second
 
 // run calls the handler and handles its error:
 //

@@ -114,6 +114,7 @@ type policy struct {
 	maxWait  time.Duration        // Policy.MaxWait or Config.MaxWait
 	slots    throttle.Concurrency // InFlight and InFlightLease; Max 0 without InFlight
 	fp       string               // fingerprint of the limits, for the tickets booked under them
+	late     time.Duration        // how late past its slot a ticket is still honoured (see lateTicket)
 }
 
 // fingerprint names the limits of p (policies, cost, in-flight bound) in a
@@ -218,6 +219,7 @@ func newPolicy(pol Policy, defaultWait time.Duration, concurrency int) (*policy,
 		p.adaptive = &a
 	}
 	p.fp = fingerprint(p)
+	p.late = lateTicket(p.Limit, p.global)
 	if p.Fair && p.FairHorizon == 0 {
 		// After the fingerprint: processes of other concurrencies share
 		// one set of limits.
@@ -225,6 +227,29 @@ func newPolicy(pol Policy, defaultWait time.Duration, concurrency int) (*policy,
 	}
 	return p, nil
 }
+
+// lateTicket is how late past its slot a ticket of a job taking from limit
+// (and global, if not nil) is still honoured: half the time the tighter of
+// them takes to grant its whole quota (a token bucket's burst, a window's
+// Max), within [minLateTicket, maxLateTicket]. A come-back is a little late
+// when a forwarder's tick or a busy pool delays it; much later (a stopped
+// Redis, a saturated fleet), every overdue ticket would run at once, and
+// more than half a burst of them, on top of the turns due then, would pass
+// the limit at the upstream. A later ticket gives its turn up (its tokens
+// wasted, never granted twice) and its job takes a new one.
+func lateTicket(limit, global throttle.Policy) time.Duration {
+	_, span := limit.Quota()
+	if global != nil {
+		_, g := global.Quota()
+		span = min(span, g)
+	}
+	return min(max(span/2, minLateTicket), maxLateTicket)
+}
+
+const (
+	minLateTicket = 10 * time.Millisecond
+	maxLateTicket = 2 * time.Second
+)
 
 // validate is p.Validate, with a nil policy (or a nil pointer to one) an error.
 func validate(p throttle.Policy) error {

@@ -217,3 +217,32 @@ func TestPoolUpstreamOutageDoesNotPause(t *testing.T) {
 	assert.Equal(t, int64(0), p.Stats().Failed)
 	assert.Equal(t, 0, h.queueInfo(t).Archived)
 }
+
+// How late a ticket may be follows its limits: half the time the tighter
+// bucket takes to grant its quota (here 20/s burst 2: 50 ms), not a fixed
+// two seconds, so that the tickets of a fleet held up together (a Redis
+// paused for a second) do not all run at once, more than a burst of them.
+func TestPoolTicketLatenessFollowsTheBurst(t *testing.T) {
+	h := newHarness(t)
+	limit := throttle.Limit{Rate: 20, Period: time.Second, Burst: 2}
+	global := throttle.Limit{Rate: 1, Period: time.Hour, Burst: 1}
+	ran := make(chan struct{}, 1)
+	p, err := workers.NewPool(h.config(t))
+	require.NoError(t, err)
+	pol := workers.Policy{Name: "api", Limit: limit, Global: global, MaxWait: 100 * time.Millisecond}
+	p.HandleFunc("call", func(ctx context.Context, task *asynq.Task) error {
+		ran <- struct{}{}
+		return nil
+	}, &pol)
+
+	require.NoError(t, h.lim.Acquire(context.Background(), workers.GlobalKey(pol), global, 1)) // the hour's global token is gone
+	h.enqueueRaw(t, asynq.NewTaskWithHeaders("call", nil, h.ticket(t, "{api}:api", time.Now().Add(-300*time.Millisecond))), asynq.MaxRetry(0))
+	start(t, p)
+
+	waitFor(t, 10*time.Second, "the job sent back for a new turn", func() bool { return p.Stats().Requeued == 1 })
+	select {
+	case <-ran:
+		t.Fatal("a ticket 300 ms late, six times its bucket's lateness, ran without taking tokens")
+	default:
+	}
+}
