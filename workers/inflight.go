@@ -9,22 +9,51 @@ import (
 	"github.com/sluicehq/sluice/throttle"
 )
 
-// This file is where a job holds its in-flight slot (Policy.InFlight): after
-// its turn, around its handler.
+// This file is where a job holds its in-flight slot (Policy.InFlight). A
+// job that takes a turn holds its slot first and then books its turn, so
+// that it uses its tokens at their slot: the other order would let jobs that
+// got their turns queue for slots and then, as slots come free together
+// (answers that come back at once), reach the upstream in a bunch past the
+// limit. A job that comes back with a ticket has its turn already: it waits
+// for a slot only while its turn stays fresh (Policy.late, as long as a
+// ticket may be late).
+
+// holdFirst takes job j's in-flight slot, if its policy bounds them and it
+// holds none yet, waiting up to its wait budget; the job's process releases
+// it (letGo) unless its handler ran holding it. It reports whether the job
+// went elsewhere instead (no slot: sent back, or archived), with that error.
+func (p *Pool) holdFirst(ctx context.Context, j *job) (gone bool, err error) {
+	if j.sem == "" || j.lease != nil {
+		return false, nil
+	}
+	lease, err := p.holdSlot(ctx, j, p.budget(ctx, j))
+	if err != nil {
+		return true, p.noSlot(ctx, j, err)
+	}
+	j.lease = lease
+	return false, nil
+}
 
 // runHolding runs job j's handler holding one of its policy's in-flight
-// slots, if the policy bounds them; otherwise it just runs it. The job waits
-// for a slot up to its wait budget; with none by then, it goes back to the
-// queue through the same path as a job whose turn is too far off, spending
-// no retry (its turn is used up: it takes a new one when it comes back).
+// slots, if the policy bounds them; otherwise it just runs it. A job that
+// holds none yet (it came back with a ticket) waits for one as long as its
+// wait budget and its turn's freshness allow; with none by then, it goes
+// back to the queue through the same path as a job whose turn is too far
+// off, spending no retry (its turn is used up: it takes a new one when it
+// comes back).
 func (p *Pool) runHolding(ctx context.Context, j *job) error {
 	if j.sem == "" {
 		return p.run(ctx, j)
 	}
-	lease, err := p.holdSlot(ctx, j)
-	if err != nil {
-		return p.noSlot(ctx, j, err)
+	if j.lease == nil {
+		lease, err := p.holdSlot(ctx, j, min(p.budget(ctx, j), j.pol.late))
+		if err != nil {
+			return p.noSlot(ctx, j, err)
+		}
+		j.lease = lease
 	}
+	lease := j.lease
+	j.lease = nil // runLeased releases it
 	lost, err := p.runLeased(ctx, j, lease)
 	if lost && err != nil {
 		// Its slot may be someone else's by now: the run was cut short for
@@ -35,13 +64,25 @@ func (p *Pool) runHolding(ctx context.Context, j *job) error {
 	return p.result(ctx, j, err)
 }
 
-// holdSlot takes an in-flight slot for job j, waiting up to its wait budget;
-// a pool that begins to stop ends the wait. With no budget left it only
-// tries.
-func (p *Pool) holdSlot(ctx context.Context, j *job) (*throttle.Lease, error) {
+// letGo releases job j's in-flight slot if it still holds one: its handler
+// did not run (it went back, or was archived).
+func (p *Pool) letGo(ctx context.Context, j *job) {
+	if j.lease == nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	if err := j.lease.Release(rctx); err != nil {
+		j.logger().Warn("workers: cannot release the in-flight slot; it comes back when its lease runs out", "err", err)
+	}
+	j.lease = nil
+}
+
+// holdSlot takes an in-flight slot for job j, waiting up to budget; a pool
+// that begins to stop ends the wait. With no budget it only tries.
+func (p *Pool) holdSlot(ctx context.Context, j *job, budget time.Duration) (*throttle.Lease, error) {
 	tctx, span := p.tel.tracer.Start(ctx, "workers.inflight")
 	defer span.End()
-	budget := p.budget(ctx, j)
 	if budget <= 0 {
 		return p.cfg.Limiter.TryHold(tctx, j.sem, j.pol.slots)
 	}

@@ -36,6 +36,7 @@ type job struct {
 	buckets []throttle.Bucket // the policy's buckets for this task
 	key     string            // the task's own bucket: where a cooldown goes
 	sem     string            // the task's in-flight semaphore, if its policy has InFlight
+	lease   *throttle.Lease   // its slot of sem while held before the handler (see holdFirst)
 }
 
 // process is the pool's asynq handler. For a throttled task type it:
@@ -45,12 +46,11 @@ type job struct {
 //   - if the task holds a ticket (queue.HeaderTicket) that the limiter's
 //     store issued and no one has redeemed, redeems it, sleeps until its slot
 //     and runs the handler without asking for tokens again (see redeem);
-//   - otherwise reserves the tokens in one call, up to the horizon, and waits
-//     for its turn if it comes within the wait budget, or goes back to the
-//     queue holding it as a ticket if not (see acquire);
-//   - with its turn, holds an in-flight slot if the policy bounds them, and
-//     goes back to the queue if none comes free within the wait budget (see
-//     runHolding);
+//   - otherwise holds an in-flight slot first if the policy bounds them
+//     (going back to the queue if none comes free within the wait budget),
+//     then reserves the tokens in one call, up to the horizon, and waits for
+//     its turn if it comes within the wait budget, or goes back to the queue
+//     holding it as a ticket if not (see acquire and inflight.go);
 //
 // and then handles what the handler returns (see run).
 func (p *Pool) process(ctx context.Context, task *asynq.Task) error {
@@ -75,6 +75,7 @@ func (p *Pool) process(ctx context.Context, task *asynq.Task) error {
 	if err := p.bind(j); err != nil {
 		return p.archive(ctx, j, permanent(err))
 	}
+	defer p.letGo(ctx, j)
 	if j.meta.Ticket != "" {
 		return p.redeem(ctx, j)
 	}
@@ -176,6 +177,9 @@ func (p *Pool) pastHorizon(j *job, wait time.Duration) error {
 func (p *Pool) acquire(ctx context.Context, j *job) error {
 	if p.stopping() {
 		return p.comeBack(ctx, j, shutdownDelay, time.Time{}, reasonShutdown)
+	}
+	if gone, err := p.holdFirst(ctx, j); gone {
+		return err
 	}
 	budget := p.budget(ctx, j)
 	tctx, span := p.tel.tracer.Start(ctx, "workers.throttle")

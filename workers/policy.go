@@ -56,8 +56,10 @@ type Policy struct {
 	// overrides it.
 	Cost int
 	// MaxWait is how long a job may wait in the worker for its turn; 0 means
-	// Config.MaxWait. A job with InFlight set may wait as long again for a
-	// slot, after its turn.
+	// Config.MaxWait. A job with InFlight set may then wait for a slot, no
+	// longer than MaxWait and than its turn stays fresh: half the time the
+	// tighter of Limit and Global takes to grant its whole quota (at least
+	// 10ms, at most 2s), as long as a ticket may be late.
 	MaxWait time.Duration
 	// InFlight, if positive, is the most jobs of one bucket key of this
 	// policy that run at once across the fleet; 0 means no bound. A job that
