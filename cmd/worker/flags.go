@@ -83,7 +83,8 @@ Flags:
                            with the spec's options as fields ("policy", "burst", "slots",
                            "capacity", "key", "max_wait", "cost", "global", "in_flight",
                            "adapt": true|false, "floor", "fair": true|false,
-                           "weights": {"KEY": N});
+                           "weights": {"KEY": N}); a field given twice, or a
+                           second YAML document, is an error naming its line;
                            a --limit replaces the file's entry for its type
   --max-wait DURATION      how long a job may wait here for its turn before it goes
                            back to the queue, unless its limit says (default 5s)
