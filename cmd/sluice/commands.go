@@ -86,26 +86,26 @@ func cmdSetBy(ctx context.Context, f *fleet, spec, by string, out io.Writer) err
 	if err != nil {
 		return cli.Usagef("%w", err)
 	}
-	old, err := f.effective(ctx, parsed.Type)
-	if err != nil {
+	var sp limitspec.Spec
+	err = f.change(ctx, parsed.Type, func() (err error) {
+		sp, err = f.ctl.Set(ctx, spec, by)
 		return err
-	}
-	sp, err := f.ctl.SetThen(ctx, spec, by, func(limitspec.Spec) error { return f.restart(ctx, old) })
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("set %s: %w", parsed.String(), err)
 	}
 	fmt.Fprintf(out, "set %s (runtime); every worker applies it within a second\n", sp.String())
 	return nil
 }
 
 func cmdUnset(ctx context.Context, f *fleet, _ options, args []string, out io.Writer) error {
-	old, err := f.effective(ctx, args[0])
-	if err != nil {
+	var had bool
+	err := f.change(ctx, args[0], func() (err error) {
+		had, err = f.ctl.Unset(ctx, args[0])
 		return err
-	}
-	had, err := f.ctl.UnsetThen(ctx, args[0], func() error { return f.restart(ctx, old) })
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("unset %s: %w", args[0], err)
 	}
 	if !had {
 		return cli.Usagef("no runtime limit for type %q", args[0])

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -276,27 +277,60 @@ func (f *fleet) effective(ctx context.Context, typ string) (*limitspec.Spec, err
 	return nil, nil
 }
 
+// change makes a runtime change to the limit of typ whole, or changes
+// nothing and says so: it checks that this user may change the runtime
+// limits, restarts the bucket of the limit the fleet applies to typ now (see
+// restart), then commits (the runtime limit stored and the workers told, in
+// one script). The bucket and the runtime limits may live in different
+// Cluster slots, so no one script holds both: a failure after the bucket was
+// restarted says what was done. Unless the error says otherwise, nothing
+// was changed.
+func (f *fleet) change(ctx context.Context, typ string, commit func() error) error {
+	old, err := f.effective(ctx, typ)
+	if err != nil {
+		return fmt.Errorf("nothing was changed: %w", err)
+	}
+	if err := f.ctl.Check(ctx); err != nil {
+		return fmt.Errorf("nothing was changed: %w", err)
+	}
+	restarted, err := f.restart(ctx, old)
+	if err != nil {
+		return err
+	}
+	if err := commit(); err != nil {
+		if restarted != "" {
+			return fmt.Errorf("not applied: %w; but the bucket %s had been reset (full again) for it", err, restarted)
+		}
+		return fmt.Errorf("nothing was changed: %w", err)
+	}
+	return nil
+}
+
 // restart empties the bucket of the limit old, when a runtime change replaces
 // it, so that the new limit starts from a full bucket instead of behind the
 // turns booked under the old one (the workers void those: see
 // workers.Pool.SetPolicy). A cooldown in place is kept. A limit with a key
-// template has a bucket per key, which are left as they are.
-func (f *fleet) restart(ctx context.Context, old *limitspec.Spec) error {
+// template has a bucket per key, which are left as they are. It returns the
+// bucket it emptied, if any; its error says what it had done.
+func (f *fleet) restart(ctx context.Context, old *limitspec.Spec) (string, error) {
 	if old == nil || old.Key != "" {
-		return nil
+		return "", nil
 	}
 	bucket := bucketKey(*old, old.Type)
 	left, err := f.lim.CooldownLeft(ctx, bucket)
 	if err != nil {
-		return err
+		return "", fmt.Errorf("nothing was changed: reading the cooldown of bucket %s: %w", bucket, err)
 	}
 	if err := f.lim.Reset(ctx, bucket, old.Limit); err != nil {
-		return err
+		return "", fmt.Errorf("nothing was changed: resetting bucket %s: %w", bucket, err)
 	}
 	if left > 0 {
-		_, err = f.lim.Cooldown(ctx, bucket, old.Limit, left)
+		if _, err := f.lim.Cooldown(ctx, bucket, old.Limit, left); err != nil {
+			return "", fmt.Errorf("not applied: bucket %s was reset (full again) but its cooldown could not be put back "+
+				"(sluice cooldown %s %v puts it back): %w", bucket, old.Type, left.Round(time.Second), err)
+		}
 	}
-	return err
+	return bucket, nil
 }
 
 // bucketKey is the bucket the workers keep key in under the limit sp

@@ -18,6 +18,7 @@ package control
 
 import (
 	"context"
+	_ "embed" // the Lua script
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,18 +61,31 @@ type Entry struct {
 	At   time.Time `json:"at"`
 }
 
-// Set stores spec (TYPE=SPEC, the --limit grammar) as the runtime limit of
-// its type and tells the workers. A spec that does not parse is refused, and
-// nothing is stored.
-func (c *Control) Set(ctx context.Context, spec, by string) (limitspec.Spec, error) {
-	return c.SetThen(ctx, spec, by, nil)
+// changeScript sets or unsets a runtime limit and announces it, in one call.
+//
+//go:embed lua/change.lua
+var changeSource string
+
+var changeScript = redis.NewScript(changeSource)
+
+// Check reports whether this connection's user may set and unset runtime
+// limits, changing nothing: the sluice command checks it before it resets a
+// bucket for a change, so that a change it may not make leaves nothing
+// behind. The error is Redis's (NOPERM ...) when it may not.
+func (c *Control) Check(ctx context.Context) error {
+	if _, err := c.change(ctx, "check", "", ""); err != nil {
+		if redis.HasErrorPrefix(errors.Unwrap(err), "NOPERM") {
+			return fmt.Errorf("this user may not change the runtime limits: %w", errors.Unwrap(err))
+		}
+		return err
+	}
+	return nil
 }
 
-// SetThen is Set, calling then (if not nil) after the limit is stored and
-// before the workers are told: the sluice command resets the type's bucket
-// there. An error from then is returned, and the workers are told anyway
-// (they read the stored limit at their next poll in any case).
-func (c *Control) SetThen(ctx context.Context, spec, by string, then func(limitspec.Spec) error) (limitspec.Spec, error) {
+// Set stores spec (TYPE=SPEC, the --limit grammar) as the runtime limit of
+// its type and tells the workers, in one script: both or neither. A spec
+// that does not parse is refused, and nothing is stored.
+func (c *Control) Set(ctx context.Context, spec, by string) (limitspec.Spec, error) {
 	sp, err := limitspec.Parse(spec)
 	if err != nil {
 		return limitspec.Spec{}, err
@@ -80,34 +94,26 @@ func (c *Control) SetThen(ctx context.Context, spec, by string, then func(limits
 	if err != nil {
 		return limitspec.Spec{}, err
 	}
-	if err := c.rdb.HSet(ctx, c.limitsKey(), sp.Type, b).Err(); err != nil {
+	if _, err := c.change(ctx, "set", sp.Type, string(b)); err != nil {
 		return limitspec.Spec{}, err
 	}
-	var thenErr error
-	if then != nil {
-		thenErr = then(sp)
-	}
-	return sp, errors.Join(thenErr, c.rdb.Publish(ctx, c.changesChannel(), sp.Type).Err())
+	return sp, nil
 }
 
-// Unset removes the runtime limit of typ, if any, and tells the workers; it
-// reports whether there was one.
+// Unset removes the runtime limit of typ, if any, and tells the workers, in
+// one script; it reports whether there was one.
 func (c *Control) Unset(ctx context.Context, typ string) (bool, error) {
-	return c.UnsetThen(ctx, typ, nil)
+	n, err := c.change(ctx, "unset", typ, "")
+	return n > 0, err
 }
 
-// UnsetThen is Unset, calling then (if not nil) after the limit is removed
-// and before the workers are told, as SetThen does.
-func (c *Control) UnsetThen(ctx context.Context, typ string, then func() error) (bool, error) {
-	n, err := c.rdb.HDel(ctx, c.limitsKey(), typ).Result()
+// change runs changeScript: op is check, set or unset.
+func (c *Control) change(ctx context.Context, op, typ, entry string) (int64, error) {
+	n, err := changeScript.Run(ctx, c.rdb, []string{c.limitsKey()}, op, c.changesChannel(), typ, entry).Int64()
 	if err != nil {
-		return false, err
+		return 0, fmt.Errorf("runtime limits: %s: %w", op, err)
 	}
-	var thenErr error
-	if then != nil && n > 0 {
-		thenErr = then()
-	}
-	return n > 0, errors.Join(thenErr, c.rdb.Publish(ctx, c.changesChannel(), typ).Err())
+	return n, nil
 }
 
 // Limits returns the runtime limits by type. An entry that no longer parses
