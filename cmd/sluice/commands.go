@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -208,6 +207,5 @@ func seconds(s float64) string {
 }
 
 func cmdDashboard(ctx context.Context, f *fleet, opts options, _ []string, out io.Writer) error {
-	d := &dashboard{f: f, token: opts.token, log: slog.New(slog.NewTextHandler(out, nil))}
-	return serveDashboard(ctx, d, opts.addr, out)
+	return serveDashboard(ctx, newDashboardFor(f, opts, out), out)
 }

@@ -53,8 +53,16 @@ Flags (before or after the arguments):
   --json                  for limits, workers and inspect: JSON instead of a table
   --addr HOST:PORT        for dashboard: where to serve it (default 127.0.0.1:8080)
   --token TOKEN           for dashboard: allows changes to whoever gives it (the page
-                          asks for it); without it the page is read-only. Prefer
-                          SLUICE_TOKEN to the flag, which other users may see in ps
+                          asks for it); without it the page is read-only. At least
+                          16 bytes; after a wrong one, its sender waits 1s, doubling
+                          with each further one up to 1m. Prefer SLUICE_TOKEN to the
+                          flag, which other users may see in ps
+  --allow-host NAME       for dashboard: a host name it answers besides --addr's host,
+                          localhost, 127.0.0.1 and [::1] (repeatable, or NAME,NAME);
+                          a request for any other Host gets 403 (DNS rebinding)
+  --tls-cert FILE         for dashboard: serve HTTPS with this PEM certificate
+  --tls-key FILE          ...and this PEM key (both or neither). Without them on an
+                          address that is not loopback, it warns at start
   --queue-redis URL       for limits and dashboard: the queues' Redis (asynq's, the
                           workers' --redis), if not --redis
   --version               print the version and exit
@@ -63,20 +71,23 @@ Examples:
   sluice limits --redis redis://127.0.0.1:6379/0
   sluice set 'http:request=20/s,burst=2'
   sluice inspect tenant:acme --type email:send --json
-  SLUICE_TOKEN=s3cret sluice dashboard --addr 127.0.0.1:8080
+  SLUICE_TOKEN=$(openssl rand -hex 16) sluice dashboard --addr 127.0.0.1:8080
 
 Exit status: 0 done, 1 runtime failure (Redis unreachable), 2 bad usage or input.
 `
 
 // options are the flags common to every command.
 type options struct {
-	redisURL  string
-	keyPrefix string
-	typ       string
-	json      bool
-	addr      string // dashboard
-	token     string // dashboard: "" is read-only
-	queueURL  string // dashboard: the queues' Redis, if not --redis
+	redisURL   string
+	keyPrefix  string
+	typ        string
+	json       bool
+	addr       string   // dashboard
+	token      string   // dashboard: "" is read-only
+	queueURL   string   // dashboard: the queues' Redis, if not --redis
+	allowHosts hostList // dashboard: Host names to answer besides addr's and loopback's
+	tlsCert    string   // dashboard: serve HTTPS with this certificate...
+	tlsKey     string   // ...and key
 }
 
 // parseArgs parses flags anywhere among the arguments: Go's flag package
@@ -93,6 +104,9 @@ func parseArgs(args []string) (opts options, pos []string, err error) {
 	fs.StringVar(&opts.addr, "addr", "127.0.0.1:8080", "")
 	fs.StringVar(&opts.token, "token", "", "")
 	fs.StringVar(&opts.queueURL, "queue-redis", "", "")
+	fs.Var(&opts.allowHosts, "allow-host", "")
+	fs.StringVar(&opts.tlsCert, "tls-cert", "", "")
+	fs.StringVar(&opts.tlsKey, "tls-key", "", "")
 	fs.BoolVar(&version, "version", false, "")
 	rest := args
 	for {
@@ -122,21 +136,24 @@ func parseArgs(args []string) (opts options, pos []string, err error) {
 	return opts, pos, nil
 }
 
-// command is one subcommand: how many arguments it takes and what it does.
+// command is one subcommand: how many arguments it takes, how they and the
+// flags are checked before Redis is reached (nil: no more than their
+// count), and what it does.
 type command struct {
-	args []string // the names of its arguments, for messages
-	run  func(ctx context.Context, f *fleet, opts options, args []string, out io.Writer) error
+	args  []string // the names of its arguments, for messages
+	check func(opts options, args []string) error
+	run   func(ctx context.Context, f *fleet, opts options, args []string, out io.Writer) error
 }
 
 var commands = map[string]command{
-	"limits":    {nil, cmdLimits},
-	"set":       {[]string{"'TYPE=SPEC'"}, cmdSet},
-	"unset":     {[]string{"TYPE"}, cmdUnset},
-	"inspect":   {[]string{"KEY"}, cmdInspect},
-	"reset":     {[]string{"KEY"}, cmdReset},
-	"cooldown":  {[]string{"KEY", "DURATION"}, cmdCooldown},
-	"workers":   {nil, cmdWorkers},
-	"dashboard": {nil, cmdDashboard},
+	"limits":    {nil, nil, cmdLimits},
+	"set":       {[]string{"'TYPE=SPEC'"}, nil, cmdSet},
+	"unset":     {[]string{"TYPE"}, nil, cmdUnset},
+	"inspect":   {[]string{"KEY"}, nil, cmdInspect},
+	"reset":     {[]string{"KEY"}, nil, cmdReset},
+	"cooldown":  {[]string{"KEY", "DURATION"}, nil, cmdCooldown},
+	"workers":   {nil, nil, cmdWorkers},
+	"dashboard": {nil, checkDashboard, cmdDashboard},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -152,6 +169,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			err = cli.Usagef("unknown command %q: want limits, set, unset, inspect, reset, cooldown, workers or dashboard", pos[0])
 		} else if len(pos)-1 != len(cmd.args) {
 			err = cli.Usagef("%s takes %s", pos[0], describeArgs(cmd.args))
+		} else if cmd.check != nil {
+			err = cmd.check(opts, pos[1:])
 		}
 	}
 	if code, done := cli.Parsed(err, prog, usage, stdout, stderr); done {
