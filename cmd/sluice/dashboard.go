@@ -156,7 +156,7 @@ func (d *dashboard) action(w http.ResponseWriter, r *http.Request) {
 	fail := func(code int, msg string) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)
-		_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": cli.ClipMessage(msg)})
 	}
 	switch {
 	case d.token == "":

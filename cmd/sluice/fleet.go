@@ -84,19 +84,22 @@ func (f *fleet) queues(names []string) ([]queueView, []error) {
 
 // limitView is one limit as the fleet applies it.
 type limitView struct {
-	Type     string   `json:"type"`
-	Policy   string   `json:"policy"`
-	Spec     string   `json:"spec"`
-	Source   string   `json:"source"` // runtime, or what the workers say (flag, file)
-	SetBy    string   `json:"set_by,omitempty"`
-	Keyed    bool     `json:"keyed"`                // a bucket per key: no one bucket to show
-	Tokens   *int     `json:"tokens,omitempty"`     // left in the type's bucket
-	Cooldown float64  `json:"cooldown_s,omitempty"` // left on it
-	Grants   float64  `json:"grants_per_s"`         // over the last minute, all workers
-	Waiting  int64    `json:"waiting"`              // jobs waiting for their turn in the workers now
-	Queued   *int     `json:"queued,omitempty"`     // pending, scheduled and retry in the queues its workers serve
-	Queues   []string `json:"queues,omitempty"`     // those queues
-	RatePerS float64  `json:"rate_per_s"`           // the limit, in grants per second (per key when Keyed)
+	Type   string `json:"type"`
+	Policy string `json:"policy"`
+	Spec   string `json:"spec"`
+	Source string `json:"source"` // runtime, or what the workers say (flag, file)
+	SetBy  string `json:"set_by,omitempty"`
+	// Malformed says why a runtime entry does not parse (written by another
+	// version, or by hand): no worker applies it.
+	Malformed string   `json:"malformed,omitempty"`
+	Keyed     bool     `json:"keyed"`                // a bucket per key: no one bucket to show
+	Tokens    *int     `json:"tokens,omitempty"`     // left in the type's bucket
+	Cooldown  float64  `json:"cooldown_s,omitempty"` // left on it
+	Grants    float64  `json:"grants_per_s"`         // over the last minute, all workers
+	Waiting   int64    `json:"waiting"`              // jobs waiting for their turn in the workers now
+	Queued    *int     `json:"queued,omitempty"`     // pending, scheduled and retry in the queues its workers serve
+	Queues    []string `json:"queues,omitempty"`     // those queues
+	RatePerS  float64  `json:"rate_per_s"`           // the limit, in grants per second (per key when Keyed)
 	// Effective is an adaptive limit's effective rate per second, and why it
 	// last moved (docs/adaptive.md); absent for a limit that does not adapt
 	// or has a bucket per key.
@@ -126,7 +129,7 @@ const maxTenants = 10
 // limits gathers every limit the fleet uses: the runtime ones and those the
 // workers' heartbeats report.
 func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, error) {
-	runtime, _, err := f.ctl.Limits(ctx)
+	runtime, bad, err := f.ctl.Limits(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -147,6 +150,11 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 		v := view(typ)
 		v.Spec, v.Source, v.SetBy = e.Spec, "runtime", e.By
 	}
+	for typ, b := range bad {
+		v := view(typ)
+		v.Spec, v.Source, v.SetBy, v.Malformed = cli.Clip(b.Entry.Spec), "runtime", b.Entry.By, b.Err.Error()
+		v.Policy = "malformed"
+	}
 	for _, h := range hbs {
 		for _, l := range h.Limits {
 			v := view(l.Type)
@@ -158,6 +166,8 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 				}
 			}
 			switch {
+			case v.Malformed != "":
+				v.Workers++ // it applies its own limit: the runtime one is not applied
 			case v.Spec == "":
 				v.Spec, v.Source = l.Spec, l.Source
 				v.Workers++
@@ -190,7 +200,7 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 			v.Queued = &n
 		}
 		sp, err := limitspec.Parse(v.Spec)
-		if err == nil {
+		if err == nil && v.Malformed == "" {
 			v.Policy = limitspec.PolicyName(sp.Limit)
 			v.RatePerS = perSecond(sp.Limit)
 			v.Keyed = sp.Key != ""
@@ -224,6 +234,22 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 	return out, hbs, nil
 }
 
+// limiting counts the live workers whose heartbeats report a limit for typ;
+// -1 if they cannot be read.
+func (f *fleet) limiting(ctx context.Context, typ string) int {
+	hbs, err := f.ctl.Workers(ctx)
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, h := range hbs {
+		if slices.ContainsFunc(h.Limits, func(l control.LimitState) bool { return l.Type == typ }) {
+			n++
+		}
+	}
+	return n
+}
+
 // policyOf finds the policy of bucket key: the limit of type typ (key itself
 // when typ is empty), runtime first, else as the workers apply it; and the
 // bucket the workers keep key in under it (see bucketKey).
@@ -238,6 +264,9 @@ func (f *fleet) policyOf(ctx context.Context, key, typ string) (throttle.Policy,
 	for _, v := range views {
 		if v.Type != typ {
 			continue
+		}
+		if v.Malformed != "" {
+			return nil, "", cli.Usagef("the runtime limit of %q is malformed: %s (sluice unset %s removes it)", typ, v.Malformed, typ)
 		}
 		sp, err := limitspec.Parse(v.Spec)
 		if err != nil {

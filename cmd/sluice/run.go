@@ -23,17 +23,20 @@ Sees and steers a running sluice fleet through the limiter's Redis.
 
 Commands:
   limits                  every limit the fleet uses: type, spec and its source
-                          (flag, file or runtime), tokens and cooldown left, grants/s
+                          (flag, file or runtime; a malformed runtime entry, with why), tokens and cooldown left, grants/s
                           over the last minute, jobs waiting in workers, jobs queued
                           in the queues its workers serve, workers applying it
   set 'TYPE=SPEC'         set a runtime limit, in the --limit grammar of worker; every
-                          worker applies it within a second, over its flags and file,
-                          until unset. A bad spec is refused and nothing is set
+                          worker that limits TYPE applies it within a second, over its
+                          flags and file, until unset (it says if no live worker limits
+                          TYPE). A bad spec is refused and nothing is set; a change
+                          is whole, or nothing is changed and it says so
   unset TYPE              remove the runtime limit of TYPE: the workers' own apply again
   inspect KEY             a bucket's state, taking nothing: tokens left, next free
                           slot, time to full, cooldown left
   reset KEY               empty a bucket's state: it is full again
   cooldown KEY DURATION   grant nothing from a bucket, to any process, for DURATION
+                          (positive, at most 720h)
   workers                 each worker process: host, pid, limiter mode, limits, jobs
                           waiting, last seen
   dashboard               a live web page of all this, with asynq's queue depths,
@@ -51,6 +54,7 @@ Flags (before or after the arguments):
   --type TYPE             for inspect, reset and cooldown: the type whose policy the
                           bucket has (default: the KEY itself)
   --json                  for limits, workers and inspect: JSON instead of a table
+                          (refused by the other commands, which print text)
   --addr HOST:PORT        for dashboard: where to serve it (default 127.0.0.1:8080)
   --token TOKEN           for dashboard: allows changes to whoever gives it (the page
                           asks for it); without it the page is read-only. At least
@@ -110,6 +114,10 @@ func parseArgs(args []string) (opts options, pos []string, err error) {
 	fs.BoolVar(&version, "version", false, "")
 	rest := args
 	for {
+		for len(rest) > 0 && negative(rest[0]) { // "cooldown KEY -5s": an argument, not a flag
+			pos = append(pos, rest[0])
+			rest = rest[1:]
+		}
 		if err := fs.Parse(rest); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				return options{}, nil, err
@@ -136,24 +144,32 @@ func parseArgs(args []string) (opts options, pos []string, err error) {
 	return opts, pos, nil
 }
 
-// command is one subcommand: how many arguments it takes, how they and the
-// flags are checked before Redis is reached (nil: no more than their
-// count), and what it does.
+// negative reports whether arg is a negative number or duration ("-5s"),
+// which parseArgs takes for an argument (to be refused with its own
+// message), not a flag.
+func negative(arg string) bool {
+	return len(arg) > 1 && arg[0] == '-' && (arg[1] >= '0' && arg[1] <= '9' || arg[1] == '.')
+}
+
+// command is one subcommand: how many arguments it takes, whether it
+// prints JSON with --json, how its arguments and flags are checked before
+// Redis is reached (nil: their count only), and what it does.
 type command struct {
 	args  []string // the names of its arguments, for messages
+	json  bool     // --json applies; for another command it is a usage error
 	check func(opts options, args []string) error
 	run   func(ctx context.Context, f *fleet, opts options, args []string, out io.Writer) error
 }
 
 var commands = map[string]command{
-	"limits":    {nil, nil, cmdLimits},
-	"set":       {[]string{"'TYPE=SPEC'"}, nil, cmdSet},
-	"unset":     {[]string{"TYPE"}, nil, cmdUnset},
-	"inspect":   {[]string{"KEY"}, nil, cmdInspect},
-	"reset":     {[]string{"KEY"}, nil, cmdReset},
-	"cooldown":  {[]string{"KEY", "DURATION"}, nil, cmdCooldown},
-	"workers":   {nil, nil, cmdWorkers},
-	"dashboard": {nil, checkDashboard, cmdDashboard},
+	"limits":    {nil, true, nil, cmdLimits},
+	"set":       {[]string{"'TYPE=SPEC'"}, false, nil, cmdSet},
+	"unset":     {[]string{"TYPE"}, false, nil, cmdUnset},
+	"inspect":   {[]string{"KEY"}, true, checkBucket, cmdInspect},
+	"reset":     {[]string{"KEY"}, false, checkBucket, cmdReset},
+	"cooldown":  {[]string{"KEY", "DURATION"}, false, checkCooldown, cmdCooldown},
+	"workers":   {nil, true, nil, cmdWorkers},
+	"dashboard": {nil, false, checkDashboard, cmdDashboard},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -169,6 +185,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			err = cli.Usagef("unknown command %q: want limits, set, unset, inspect, reset, cooldown, workers or dashboard", pos[0])
 		} else if len(pos)-1 != len(cmd.args) {
 			err = cli.Usagef("%s takes %s", pos[0], describeArgs(cmd.args))
+		} else if opts.json && !cmd.json {
+			err = cli.Usagef("--json is for limits, workers and inspect; %s prints text", pos[0])
 		} else if cmd.check != nil {
 			err = cmd.check(opts, pos[1:])
 		}

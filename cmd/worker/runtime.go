@@ -120,10 +120,10 @@ func (rl *runtimeLimits) sync(ctx context.Context) {
 	}
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
-	for typ, err := range bad {
-		if rl.ignored[typ] != err.Error() {
-			rl.ignored[typ] = err.Error()
-			rl.log.Warn("runtime limit not applied", "type", typ, "err", err)
+	for typ, b := range bad {
+		if rl.ignored[typ] != b.Err.Error() {
+			rl.ignored[typ] = b.Err.Error()
+			rl.log.Warn("runtime limit not applied", "type", typ, "err", b.Err)
 		}
 	}
 	for typ, e := range entries {

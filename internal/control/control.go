@@ -116,24 +116,31 @@ func (c *Control) change(ctx context.Context, op, typ, entry string) (int64, err
 	return n, nil
 }
 
+// Malformed is a runtime limit that does not parse (written by another
+// version, or by hand): the entry as far as it reads, and why (Err does not
+// name the type).
+type Malformed struct {
+	Entry Entry // Spec holds the raw value when it is not a JSON entry
+	Err   error
+}
+
 // Limits returns the runtime limits by type. An entry that no longer parses
-// (written by another version) is returned with its error in bad, not
-// dropped silently.
-func (c *Control) Limits(ctx context.Context) (limits map[string]Entry, bad map[string]error, err error) {
+// is returned in bad, with why, not dropped silently.
+func (c *Control) Limits(ctx context.Context) (limits map[string]Entry, bad map[string]Malformed, err error) {
 	all, err := c.rdb.HGetAll(ctx, c.limitsKey()).Result()
 	if err != nil {
 		return nil, nil, err
 	}
 	limits = make(map[string]Entry, len(all))
-	bad = make(map[string]error)
+	bad = make(map[string]Malformed)
 	for typ, raw := range all {
 		var e Entry
 		if err := json.Unmarshal([]byte(raw), &e); err != nil {
-			bad[typ] = fmt.Errorf("runtime limit of %q: not a JSON entry: %w", typ, err)
+			bad[typ] = Malformed{Entry: Entry{Spec: raw}, Err: fmt.Errorf("not a JSON entry: %w", err)}
 			continue
 		}
 		if _, err := limitspec.Parse(e.Spec); err != nil {
-			bad[typ] = fmt.Errorf("runtime limit of %q: %w", typ, err)
+			bad[typ] = Malformed{Entry: e, Err: err}
 			continue
 		}
 		limits[typ] = e
