@@ -11,6 +11,9 @@
 //	<prefix>{ctl}:workers         ZSET  worker id -> last heartbeat (unix ms)
 //	<prefix>{ctl}:worker:<id>     STRING JSON Heartbeat, with a TTL
 //
+// A runtime limit is set or unset, and announced on the channel, by one
+// script (lua/change.lua): both or neither.
+//
 // Heartbeats expire on their own; the index is pruned of ids older than the
 // TTL whenever a heartbeat is written or the workers are listed, so nothing
 // grows without bound.
