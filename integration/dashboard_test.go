@@ -50,7 +50,7 @@ func TestDashboardDrivesTheFleet(t *testing.T) {
 	up := newUpstream(t, upstreamConfig{})
 	probe := startJitterProbe(t)
 	fleet := startFleet(t, srv, insp, 2, "--concurrency", "5", "--limit", "http:request=30/s,burst=3")
-	url := startDashboard(t, srv, "s3cret")
+	url := startDashboard(t, srv, "s3cret-s3cret-s3cret")
 	enqueue(t, srv.URL(), "--type", "http:request", "--count", "600", "--payload", up.Payload(t, "", ""))
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.NoSandbox,
@@ -85,7 +85,7 @@ func TestDashboardDrivesTheFleet(t *testing.T) {
 
 	probe.Reset()
 	require.NoError(t, chromedp.Do(within(10*time.Second),
-		chromedp.SendKeys(`#auth input[name=token]`, "s3cret"),
+		chromedp.SendKeys(`#auth input[name=token]`, "s3cret-s3cret-s3cret"),
 		chromedp.SendKeys(`form[data-op=set] input[name=spec]`, "http:request=10/s,burst=1"),
 		chromedp.Click(`form[data-op=set] button`),
 	))

@@ -75,7 +75,7 @@ func TestRuntimeLimits(t *testing.T) {
 	require.Eventually(t, applied("runtime limit unset: the worker's own limit applies again"), 10*time.Second, 10*time.Millisecond)
 
 	// A change whose message was missed (written without a publish) reaches
-	// the workers by their periodic read, within its 5 s.
+	// the workers by their periodic read, every 500 ms.
 	missed := time.Now()
 	require.NoError(t, srv.Client(t).HSet(context.Background(), keyPrefix+"{ctl}:limits", "sleep",
 		`{"spec": "sleep=3/s", "by": "test@here", "at": "2026-11-25T00:00:00Z"}`).Err())

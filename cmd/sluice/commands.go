@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
+	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/limitspec"
+	"github.com/sluicehq/sluice/throttle"
 )
 
 func cmdLimits(ctx context.Context, f *fleet, opts options, _ []string, out io.Writer) error {
@@ -57,6 +58,12 @@ func cmdLimits(ctx context.Context, f *fleet, opts options, _ []string, out io.W
 		return err
 	}
 	for _, v := range views {
+		if v.Malformed != "" {
+			fmt.Fprintf(out, "%s: the runtime limit is malformed and no worker applies it: %s (sluice unset %s removes it)\n",
+				v.Type, v.Malformed, v.Type)
+		}
+	}
+	for _, v := range views {
 		if v.TenantCount == 0 {
 			continue
 		}
@@ -86,26 +93,36 @@ func cmdSetBy(ctx context.Context, f *fleet, spec, by string, out io.Writer) err
 	if err != nil {
 		return cli.Usagef("%w", err)
 	}
-	old, err := f.effective(ctx, parsed.Type)
-	if err != nil {
+	var sp limitspec.Spec
+	err = f.change(ctx, parsed.Type, func() (err error) {
+		sp, err = f.ctl.Set(ctx, spec, by)
 		return err
-	}
-	sp, err := f.ctl.SetThen(ctx, spec, by, func(limitspec.Spec) error { return f.restart(ctx, old) })
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("set %s: %w", parsed.String(), err)
 	}
-	fmt.Fprintf(out, "set %s (runtime); every worker applies it within a second\n", sp.String())
+	switch n := f.limiting(ctx, sp.Type); {
+	case n < 0: // the heartbeats cannot be read
+		fmt.Fprintf(out, "set %s (runtime); every worker that limits %s applies it within a second\n", sp.String(), sp.Type)
+	case n == 0:
+		fmt.Fprintf(out, "set %s (runtime); but no live worker limits type %q: a worker applies it "+
+			"once it runs with a limit for the type (sluice limits lists the types the workers limit)\n", sp.String(), cli.Clip(sp.Type))
+	case n == 1:
+		fmt.Fprintf(out, "set %s (runtime); the worker that limits %s applies it within a second\n", sp.String(), sp.Type)
+	default:
+		fmt.Fprintf(out, "set %s (runtime); the %d workers that limit %s apply it within a second\n", sp.String(), n, sp.Type)
+	}
 	return nil
 }
 
 func cmdUnset(ctx context.Context, f *fleet, _ options, args []string, out io.Writer) error {
-	old, err := f.effective(ctx, args[0])
-	if err != nil {
+	var had bool
+	err := f.change(ctx, args[0], func() (err error) {
+		had, err = f.ctl.Unset(ctx, args[0])
 		return err
-	}
-	had, err := f.ctl.UnsetThen(ctx, args[0], func() error { return f.restart(ctx, old) })
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("unset %s: %w", args[0], err)
 	}
 	if !had {
 		return cli.Usagef("no runtime limit for type %q", args[0])
@@ -154,10 +171,58 @@ func cmdReset(ctx context.Context, f *fleet, opts options, args []string, out io
 	return nil
 }
 
+// maxCooldown is the longest cooldown the command puts on a bucket.
+const maxCooldown = 30 * 24 * time.Hour
+
+// checkBucket checks the KEY argument of inspect, reset and cooldown, and
+// --type, before Redis is reached.
+func checkBucket(opts options, args []string) error {
+	switch key := args[0]; {
+	case key == "":
+		return cli.Usagef("KEY is empty: want a bucket, such as http:request, or tenant:acme with --type TYPE")
+	case len(key) > throttle.MaxKeyLen:
+		return cli.Usagef("KEY is %d bytes, longer than %d", len(key), throttle.MaxKeyLen)
+	case len(opts.typ) > limitspec.MaxTypeLen:
+		return cli.Usagef("--type is %d bytes, longer than %d", len(opts.typ), limitspec.MaxTypeLen)
+	}
+	return nil
+}
+
+// checkCooldown checks cooldown's KEY and DURATION.
+func checkCooldown(opts options, args []string) error {
+	if err := checkBucket(opts, args); err != nil {
+		return err
+	}
+	_, err := cooldownFor(args[0], args[1])
+	return err
+}
+
+// durationRe is the form of a Go duration, whatever its size.
+var durationRe = regexp.MustCompile(`^[-+]?([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$`)
+
+// cooldownFor parses cooldown's DURATION: positive, at most maxCooldown.
+func cooldownFor(key, s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil && durationRe.MatchString(s) && !strings.HasPrefix(s, "-"):
+		return 0, cli.Usagef("cooldown %s %s: the duration is at most %s (30 days)", cli.Clip(key), cli.Clip(s), hours(maxCooldown))
+	case err != nil && durationRe.MatchString(s), err == nil && d <= 0:
+		return 0, cli.Usagef("cooldown %s %s: the duration must be positive, e.g. 30s", cli.Clip(key), cli.Clip(s))
+	case err != nil:
+		return 0, cli.Usagef("cooldown %s %q: want a duration such as 30s or 5m", cli.Clip(key), cli.Clip(s))
+	case d > maxCooldown:
+		return 0, cli.Usagef("cooldown %s %s: the duration is at most %s (30 days)", cli.Clip(key), s, hours(maxCooldown))
+	}
+	return d, nil
+}
+
+// hours writes a whole number of hours as "720h".
+func hours(d time.Duration) string { return fmt.Sprintf("%dh", int64(d/time.Hour)) }
+
 func cmdCooldown(ctx context.Context, f *fleet, opts options, args []string, out io.Writer) error {
-	d, err := time.ParseDuration(args[1])
-	if err != nil || d <= 0 {
-		return cli.Usagef("cooldown %s %q: want a positive duration, e.g. 30s", args[0], args[1])
+	d, err := cooldownFor(args[0], args[1])
+	if err != nil {
+		return err
 	}
 	pol, bucket, err := f.policyOf(ctx, args[0], opts.typ)
 	if err != nil {
@@ -208,6 +273,5 @@ func seconds(s float64) string {
 }
 
 func cmdDashboard(ctx context.Context, f *fleet, opts options, _ []string, out io.Writer) error {
-	d := &dashboard{f: f, token: opts.token, log: slog.New(slog.NewTextHandler(out, nil))}
-	return serveDashboard(ctx, d, opts.addr, out)
+	return serveDashboard(ctx, newDashboardFor(f, opts, out), out)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,10 +32,41 @@ const maxActionBody = 4 << 10
 // dashboard serves the live page and its API: GET /api/state (read-only, for
 // anyone who can reach the address) and POST /api/action (set, unset, reset,
 // cooldown), which needs the token.
+//
+// Every route answers only the host names it is known by (see
+// allowedHosts), and wrong tokens slow their sender down (see lockout).
 type dashboard struct {
-	f     *fleet
-	token string // "" means read-only
-	log   *slog.Logger
+	f       *fleet
+	token   string   // "" means read-only
+	hosts   []string // the Host names it answers
+	guard   *lockout
+	addr    string // --addr
+	tlsCert string // --tls-cert and --tls-key: "" serves plain HTTP
+	tlsKey  string
+	log     *slog.Logger
+}
+
+// minToken is the shortest --token the dashboard accepts, in bytes.
+const minToken = 16
+
+// newDashboardFor is the dashboard of f under opts, logging its actions to out.
+func newDashboardFor(f *fleet, opts options, out io.Writer) *dashboard {
+	return &dashboard{f: f, token: opts.token, hosts: allowedHosts(opts.addr, opts.allowHosts),
+		guard: newLockout(time.Now), addr: opts.addr, tlsCert: opts.tlsCert, tlsKey: opts.tlsKey,
+		log: slog.New(slog.NewTextHandler(out, nil))}
+}
+
+// checkDashboard refuses the dashboard's flags before anything starts: a
+// token shorter than minToken, half of a TLS pair.
+func checkDashboard(opts options, _ []string) error {
+	if opts.token != "" && len(opts.token) < minToken {
+		return cli.Usagef("--token is %d bytes: want at least %d (anyone who can reach the page may guess a short one); "+
+			"e.g. SLUICE_TOKEN=$(openssl rand -hex 16)", len(opts.token), minToken)
+	}
+	if (opts.tlsCert == "") != (opts.tlsKey == "") {
+		return cli.Usagef("--tls-cert and --tls-key go together: give both, or neither")
+	}
+	return nil
 }
 
 // queueView is one asynq queue's depths.
@@ -62,13 +95,15 @@ func (d *dashboard) handler() http.Handler {
 	mux.Handle("GET /", http.FileServerFS(static))
 	mux.HandleFunc("GET /api/state", d.state)
 	mux.HandleFunc("POST /api/action", d.action)
-	return securityHeaders(mux)
+	return securityHeaders(checkHost(d.hosts, mux))
 }
 
-// securityHeaders forbids framing and inline content from elsewhere.
+// securityHeaders forbids framing and inline content from elsewhere, on
+// every response.
 func securityHeaders(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'")
+		w.Header().Set("X-Frame-Options", "DENY")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Referrer-Policy", "no-referrer")
 		h.ServeHTTP(w, r)
@@ -121,7 +156,7 @@ func (d *dashboard) action(w http.ResponseWriter, r *http.Request) {
 	fail := func(code int, msg string) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)
-		_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": cli.ClipMessage(msg)})
 	}
 	switch {
 	case d.token == "":
@@ -133,10 +168,20 @@ func (d *dashboard) action(w http.ResponseWriter, r *http.Request) {
 	case !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json"):
 		fail(http.StatusUnsupportedMediaType, "want Content-Type: application/json")
 		return
-	case subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+d.token)) != 1:
+	}
+	if wait := d.guard.wait(remote(r)); wait > 0 {
+		secs := int64((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+		fail(http.StatusTooManyRequests, fmt.Sprintf("a wrong token came from this address: try again in %ds", secs))
+		return
+	}
+	if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+d.token)) != 1 {
+		d.guard.failed(remote(r))
+		d.log.Warn("dashboard: wrong or missing token", "from", remote(r))
 		fail(http.StatusUnauthorized, "wrong or missing token")
 		return
 	}
+	d.guard.succeeded(remote(r))
 	var req actionRequest
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxActionBody))
 	dec.DisallowUnknownFields()
@@ -189,18 +234,37 @@ func remote(r *http.Request) string {
 	return host
 }
 
-// serveDashboard serves d on addr until ctx ends.
-func serveDashboard(ctx context.Context, d *dashboard, addr string, out io.Writer) error {
-	ln, err := net.Listen("tcp", addr)
+// serveDashboard serves d on its address until ctx ends: HTTPS with its
+// certificate and key, else HTTP, with a warning on stdout when the address
+// is not loopback (the token and the fleet's state would cross the network
+// in clear).
+func serveDashboard(ctx context.Context, d *dashboard, out io.Writer) error {
+	var certs []tls.Certificate
+	if d.tlsCert != "" {
+		c, err := tls.LoadX509KeyPair(d.tlsCert, d.tlsKey)
+		if err != nil {
+			return cli.Usagef("--tls-cert %s, --tls-key %s: %w", cli.Clip(d.tlsCert), cli.Clip(d.tlsKey), err)
+		}
+		certs = []tls.Certificate{c}
+	}
+	ln, err := net.Listen("tcp", d.addr)
 	if err != nil {
-		return fmt.Errorf("cannot serve the dashboard on --addr %s: %w", addr, err)
+		return fmt.Errorf("cannot serve the dashboard on --addr %s: %w", cli.Clip(d.addr), err)
 	}
 	srv := &http.Server{Handler: d.handler(), ReadHeaderTimeout: 5 * time.Second}
+	scheme := "http"
+	if certs != nil {
+		scheme = "https"
+		ln = tls.NewListener(ln, &tls.Config{Certificates: certs, MinVersion: tls.VersionTLS12})
+	} else if !loopback(d.addr) {
+		fmt.Fprintf(out, "warning: serving on %s without TLS: the token and the fleet's state cross the network in clear; "+
+			"give --tls-cert and --tls-key, or put the dashboard behind a TLS proxy\n", d.addr)
+	}
 	mode := "read-only (no --token)"
 	if d.token != "" {
 		mode = "actions allowed with the token"
 	}
-	fmt.Fprintf(out, "dashboard on http://%s/ (%s); Ctrl-C stops it\n", ln.Addr(), mode)
+	fmt.Fprintf(out, "dashboard on %s://%s/ (%s); Ctrl-C stops it\n", scheme, ln.Addr(), mode)
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -211,4 +275,17 @@ func serveDashboard(ctx context.Context, d *dashboard, addr string, out io.Write
 		return err
 	}
 	return nil
+}
+
+// loopback reports whether addr's host is a loopback name or address.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -24,8 +23,9 @@ import (
 )
 
 // newDashboard serves a dashboard over a fresh Redis holding a worker's
-// heartbeat and three queued jobs.
-func newDashboard(t *testing.T, token string) (*httptest.Server, *fleet) {
+// heartbeat and three queued jobs, with token and the dashboard's flags in
+// args (--allow-host, say).
+func newDashboard(t *testing.T, token string, args ...string) (*httptest.Server, *fleet) {
 	t.Helper()
 	srv := redistest.Start(t)
 	f, err := connect(context.Background(), options{redisURL: srv.URL(), keyPrefix: "sluice:"})
@@ -40,9 +40,12 @@ func newDashboard(t *testing.T, token string) (*httptest.Server, *fleet) {
 		_, err := qc.Enqueue(context.Background(), queue.Task{Type: "sleep", Payload: []byte(`{"ms": 1}`)})
 		require.NoError(t, err)
 	}
-	d := &dashboard{f: f, token: token,
-		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	hs := httptest.NewServer(d.handler())
+	opts, _, err := parseArgs(append([]string{"dashboard", "--token", token}, args...))
+	require.NoError(t, err)
+	hs := httptest.NewUnstartedServer(nil)
+	opts.addr = hs.Listener.Addr().String()
+	hs.Config.Handler = newDashboardFor(f, opts, io.Discard).handler()
+	hs.Start()
 	t.Cleanup(hs.Close)
 	return hs, f
 }
@@ -95,30 +98,33 @@ func TestDashboardActions(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, code)
 	assert.Contains(t, body, "read-only")
 
-	hs, f := newDashboard(t, "s3cret")
-	code, _ = post(hs.URL, "", "", "application/json", set)
+	wrong, _ := newDashboard(t, goodToken) // a wrong token holds its sender (TestDashboardWrongTokens)
+	code, _ = post(wrong.URL, "", "", "application/json", set)
 	assert.Equal(t, http.StatusUnauthorized, code, "no token")
-	code, _ = post(hs.URL, "wrong", "", "application/json", set)
+	wrong, _ = newDashboard(t, goodToken)
+	code, _ = post(wrong.URL, "wrong", "", "application/json", set)
 	assert.Equal(t, http.StatusUnauthorized, code)
-	code, _ = post(hs.URL, "s3cret", "https://evil.example", "application/json", set)
+
+	hs, f := newDashboard(t, goodToken)
+	code, _ = post(hs.URL, goodToken, "https://evil.example", "application/json", set)
 	assert.Equal(t, http.StatusForbidden, code, "cross-site")
-	code, _ = post(hs.URL, "s3cret", "", "application/x-www-form-urlencoded", "op=set&spec=sleep%3D1%2Fs")
+	code, _ = post(hs.URL, goodToken, "", "application/x-www-form-urlencoded", "op=set&spec=sleep%3D1%2Fs")
 	assert.Equal(t, http.StatusUnsupportedMediaType, code, "a form")
-	code, body = post(hs.URL, "s3cret", "", "application/json", `{"op": "set", "spec": "sleep=fast"}`)
+	code, body = post(hs.URL, goodToken, "", "application/json", `{"op": "set", "spec": "sleep=fast"}`)
 	assert.Equal(t, http.StatusBadRequest, code, "a bad spec is refused")
 	assert.Contains(t, body, "sleep=fast")
 	limits, _, err := f.ctl.Limits(context.Background())
 	require.NoError(t, err)
 	assert.Empty(t, limits, "nothing set by the refused requests")
 
-	code, body = post(hs.URL, "s3cret", hs.URL, "application/json", set)
+	code, body = post(hs.URL, goodToken, hs.URL, "application/json", set)
 	require.Equal(t, http.StatusOK, code, body)
 	limits, _, err = f.ctl.Limits(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, "sleep=1/s,burst=1", limits["sleep"].Spec, "as the grammar writes it")
 	assert.True(t, strings.HasPrefix(limits["sleep"].By, "dashboard "), limits["sleep"].By)
 
-	code, body = post(hs.URL, "s3cret", "", "application/json", `{"op": "cooldown", "key": "sleep", "duration": "20s"}`)
+	code, body = post(hs.URL, goodToken, "", "application/json", `{"op": "cooldown", "key": "sleep", "duration": "20s"}`)
 	require.Equal(t, http.StatusOK, code, body)
 	st, err := f.lim.Peek(context.Background(), "sleep", mustPolicy(t, f, "sleep"))
 	require.NoError(t, err)

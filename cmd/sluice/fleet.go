@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -83,19 +84,22 @@ func (f *fleet) queues(names []string) ([]queueView, []error) {
 
 // limitView is one limit as the fleet applies it.
 type limitView struct {
-	Type     string   `json:"type"`
-	Policy   string   `json:"policy"`
-	Spec     string   `json:"spec"`
-	Source   string   `json:"source"` // runtime, or what the workers say (flag, file)
-	SetBy    string   `json:"set_by,omitempty"`
-	Keyed    bool     `json:"keyed"`                // a bucket per key: no one bucket to show
-	Tokens   *int     `json:"tokens,omitempty"`     // left in the type's bucket
-	Cooldown float64  `json:"cooldown_s,omitempty"` // left on it
-	Grants   float64  `json:"grants_per_s"`         // over the last minute, all workers
-	Waiting  int64    `json:"waiting"`              // jobs waiting for their turn in the workers now
-	Queued   *int     `json:"queued,omitempty"`     // pending, scheduled and retry in the queues its workers serve
-	Queues   []string `json:"queues,omitempty"`     // those queues
-	RatePerS float64  `json:"rate_per_s"`           // the limit, in grants per second (per key when Keyed)
+	Type   string `json:"type"`
+	Policy string `json:"policy"`
+	Spec   string `json:"spec"`
+	Source string `json:"source"` // runtime, or what the workers say (flag, file)
+	SetBy  string `json:"set_by,omitempty"`
+	// Malformed says why a runtime entry does not parse (written by another
+	// version, or by hand): no worker applies it.
+	Malformed string   `json:"malformed,omitempty"`
+	Keyed     bool     `json:"keyed"`                // a bucket per key: no one bucket to show
+	Tokens    *int     `json:"tokens,omitempty"`     // left in the type's bucket
+	Cooldown  float64  `json:"cooldown_s,omitempty"` // left on it
+	Grants    float64  `json:"grants_per_s"`         // over the last minute, all workers
+	Waiting   int64    `json:"waiting"`              // jobs waiting for their turn in the workers now
+	Queued    *int     `json:"queued,omitempty"`     // pending, scheduled and retry in the queues its workers serve
+	Queues    []string `json:"queues,omitempty"`     // those queues
+	RatePerS  float64  `json:"rate_per_s"`           // the limit, in grants per second (per key when Keyed)
 	// Effective is an adaptive limit's effective rate per second, and why it
 	// last moved (docs/adaptive.md); absent for a limit that does not adapt
 	// or has a bucket per key.
@@ -125,7 +129,7 @@ const maxTenants = 10
 // limits gathers every limit the fleet uses: the runtime ones and those the
 // workers' heartbeats report.
 func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, error) {
-	runtime, _, err := f.ctl.Limits(ctx)
+	runtime, bad, err := f.ctl.Limits(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -146,6 +150,11 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 		v := view(typ)
 		v.Spec, v.Source, v.SetBy = e.Spec, "runtime", e.By
 	}
+	for typ, b := range bad {
+		v := view(typ)
+		v.Spec, v.Source, v.SetBy, v.Malformed = cli.Clip(b.Entry.Spec), "runtime", b.Entry.By, b.Err.Error()
+		v.Policy = "malformed"
+	}
 	for _, h := range hbs {
 		for _, l := range h.Limits {
 			v := view(l.Type)
@@ -157,6 +166,8 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 				}
 			}
 			switch {
+			case v.Malformed != "":
+				v.Workers++ // it applies its own limit: the runtime one is not applied
 			case v.Spec == "":
 				v.Spec, v.Source = l.Spec, l.Source
 				v.Workers++
@@ -189,7 +200,7 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 			v.Queued = &n
 		}
 		sp, err := limitspec.Parse(v.Spec)
-		if err == nil {
+		if err == nil && v.Malformed == "" {
 			v.Policy = limitspec.PolicyName(sp.Limit)
 			v.RatePerS = perSecond(sp.Limit)
 			v.Keyed = sp.Key != ""
@@ -223,6 +234,22 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 	return out, hbs, nil
 }
 
+// limiting counts the live workers whose heartbeats report a limit for typ;
+// -1 if they cannot be read.
+func (f *fleet) limiting(ctx context.Context, typ string) int {
+	hbs, err := f.ctl.Workers(ctx)
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, h := range hbs {
+		if slices.ContainsFunc(h.Limits, func(l control.LimitState) bool { return l.Type == typ }) {
+			n++
+		}
+	}
+	return n
+}
+
 // policyOf finds the policy of bucket key: the limit of type typ (key itself
 // when typ is empty), runtime first, else as the workers apply it; and the
 // bucket the workers keep key in under it (see bucketKey).
@@ -237,6 +264,9 @@ func (f *fleet) policyOf(ctx context.Context, key, typ string) (throttle.Policy,
 	for _, v := range views {
 		if v.Type != typ {
 			continue
+		}
+		if v.Malformed != "" {
+			return nil, "", cli.Usagef("the runtime limit of %q is malformed: %s (sluice unset %s removes it)", typ, v.Malformed, typ)
 		}
 		sp, err := limitspec.Parse(v.Spec)
 		if err != nil {
@@ -276,27 +306,60 @@ func (f *fleet) effective(ctx context.Context, typ string) (*limitspec.Spec, err
 	return nil, nil
 }
 
+// change makes a runtime change to the limit of typ whole, or changes
+// nothing and says so: it checks that this user may change the runtime
+// limits, restarts the bucket of the limit the fleet applies to typ now (see
+// restart), then commits (the runtime limit stored and the workers told, in
+// one script). The bucket and the runtime limits may live in different
+// Cluster slots, so no one script holds both: a failure after the bucket was
+// restarted says what was done. Unless the error says otherwise, nothing
+// was changed.
+func (f *fleet) change(ctx context.Context, typ string, commit func() error) error {
+	old, err := f.effective(ctx, typ)
+	if err != nil {
+		return fmt.Errorf("nothing was changed: %w", err)
+	}
+	if err := f.ctl.Check(ctx); err != nil {
+		return fmt.Errorf("nothing was changed: %w", err)
+	}
+	restarted, err := f.restart(ctx, old)
+	if err != nil {
+		return err
+	}
+	if err := commit(); err != nil {
+		if restarted != "" {
+			return fmt.Errorf("not applied: %w; but the bucket %s had been reset (full again) for it", err, restarted)
+		}
+		return fmt.Errorf("nothing was changed: %w", err)
+	}
+	return nil
+}
+
 // restart empties the bucket of the limit old, when a runtime change replaces
 // it, so that the new limit starts from a full bucket instead of behind the
 // turns booked under the old one (the workers void those: see
 // workers.Pool.SetPolicy). A cooldown in place is kept. A limit with a key
-// template has a bucket per key, which are left as they are.
-func (f *fleet) restart(ctx context.Context, old *limitspec.Spec) error {
+// template has a bucket per key, which are left as they are. It returns the
+// bucket it emptied, if any; its error says what it had done.
+func (f *fleet) restart(ctx context.Context, old *limitspec.Spec) (string, error) {
 	if old == nil || old.Key != "" {
-		return nil
+		return "", nil
 	}
 	bucket := bucketKey(*old, old.Type)
 	left, err := f.lim.CooldownLeft(ctx, bucket)
 	if err != nil {
-		return err
+		return "", fmt.Errorf("nothing was changed: reading the cooldown of bucket %s: %w", bucket, err)
 	}
 	if err := f.lim.Reset(ctx, bucket, old.Limit); err != nil {
-		return err
+		return "", fmt.Errorf("nothing was changed: resetting bucket %s: %w", bucket, err)
 	}
 	if left > 0 {
-		_, err = f.lim.Cooldown(ctx, bucket, old.Limit, left)
+		if _, err := f.lim.Cooldown(ctx, bucket, old.Limit, left); err != nil {
+			return "", fmt.Errorf("not applied: bucket %s was reset (full again) but its cooldown could not be put back "+
+				"(sluice cooldown %s %v puts it back): %w", bucket, old.Type, left.Round(time.Second), err)
+		}
 	}
-	return err
+	return bucket, nil
 }
 
 // bucketKey is the bucket the workers keep key in under the limit sp

@@ -4,7 +4,7 @@
 // state, and the worker processes' heartbeats.
 //
 //	sluice limits                       # every limit the fleet uses
-//	sluice set 'http:request=20/s'      # every worker applies it within a second
+//	sluice set 'http:request=20/s'      # every worker limiting it applies it within a second
 //	sluice unset http:request
 //	sluice inspect http:request
 //	sluice cooldown http:request 30s

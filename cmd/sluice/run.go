@@ -23,17 +23,20 @@ Sees and steers a running sluice fleet through the limiter's Redis.
 
 Commands:
   limits                  every limit the fleet uses: type, spec and its source
-                          (flag, file or runtime), tokens and cooldown left, grants/s
+                          (flag, file or runtime; a malformed runtime entry, with why), tokens and cooldown left, grants/s
                           over the last minute, jobs waiting in workers, jobs queued
                           in the queues its workers serve, workers applying it
   set 'TYPE=SPEC'         set a runtime limit, in the --limit grammar of worker; every
-                          worker applies it within a second, over its flags and file,
-                          until unset. A bad spec is refused and nothing is set
+                          worker that limits TYPE applies it within a second, over its
+                          flags and file, until unset (it says if no live worker limits
+                          TYPE). A bad spec is refused and nothing is set; a change
+                          is whole, or nothing is changed and it says so
   unset TYPE              remove the runtime limit of TYPE: the workers' own apply again
   inspect KEY             a bucket's state, taking nothing: tokens left, next free
                           slot, time to full, cooldown left
   reset KEY               empty a bucket's state: it is full again
   cooldown KEY DURATION   grant nothing from a bucket, to any process, for DURATION
+                          (positive, at most 720h)
   workers                 each worker process: host, pid, limiter mode, limits, jobs
                           waiting, last seen
   dashboard               a live web page of all this, with asynq's queue depths,
@@ -51,10 +54,19 @@ Flags (before or after the arguments):
   --type TYPE             for inspect, reset and cooldown: the type whose policy the
                           bucket has (default: the KEY itself)
   --json                  for limits, workers and inspect: JSON instead of a table
+                          (refused by the other commands, which print text)
   --addr HOST:PORT        for dashboard: where to serve it (default 127.0.0.1:8080)
   --token TOKEN           for dashboard: allows changes to whoever gives it (the page
-                          asks for it); without it the page is read-only. Prefer
-                          SLUICE_TOKEN to the flag, which other users may see in ps
+                          asks for it); without it the page is read-only. At least
+                          16 bytes; after a wrong one, its sender waits 1s, doubling
+                          with each further one up to 1m. Prefer SLUICE_TOKEN to the
+                          flag, which other users may see in ps
+  --allow-host NAME       for dashboard: a host name it answers besides --addr's host,
+                          localhost, 127.0.0.1 and [::1] (repeatable, or NAME,NAME);
+                          a request for any other Host gets 403 (DNS rebinding)
+  --tls-cert FILE         for dashboard: serve HTTPS with this PEM certificate
+  --tls-key FILE          ...and this PEM key (both or neither). Without them on an
+                          address that is not loopback, it warns at start
   --queue-redis URL       for limits and dashboard: the queues' Redis (asynq's, the
                           workers' --redis), if not --redis
   --version               print the version and exit
@@ -63,20 +75,23 @@ Examples:
   sluice limits --redis redis://127.0.0.1:6379/0
   sluice set 'http:request=20/s,burst=2'
   sluice inspect tenant:acme --type email:send --json
-  SLUICE_TOKEN=s3cret sluice dashboard --addr 127.0.0.1:8080
+  SLUICE_TOKEN=$(openssl rand -hex 16) sluice dashboard --addr 127.0.0.1:8080
 
 Exit status: 0 done, 1 runtime failure (Redis unreachable), 2 bad usage or input.
 `
 
 // options are the flags common to every command.
 type options struct {
-	redisURL  string
-	keyPrefix string
-	typ       string
-	json      bool
-	addr      string // dashboard
-	token     string // dashboard: "" is read-only
-	queueURL  string // dashboard: the queues' Redis, if not --redis
+	redisURL   string
+	keyPrefix  string
+	typ        string
+	json       bool
+	addr       string   // dashboard
+	token      string   // dashboard: "" is read-only
+	queueURL   string   // dashboard: the queues' Redis, if not --redis
+	allowHosts hostList // dashboard: Host names to answer besides addr's and loopback's
+	tlsCert    string   // dashboard: serve HTTPS with this certificate...
+	tlsKey     string   // ...and key
 }
 
 // parseArgs parses flags anywhere among the arguments: Go's flag package
@@ -93,9 +108,16 @@ func parseArgs(args []string) (opts options, pos []string, err error) {
 	fs.StringVar(&opts.addr, "addr", "127.0.0.1:8080", "")
 	fs.StringVar(&opts.token, "token", "", "")
 	fs.StringVar(&opts.queueURL, "queue-redis", "", "")
+	fs.Var(&opts.allowHosts, "allow-host", "")
+	fs.StringVar(&opts.tlsCert, "tls-cert", "", "")
+	fs.StringVar(&opts.tlsKey, "tls-key", "", "")
 	fs.BoolVar(&version, "version", false, "")
 	rest := args
 	for {
+		for len(rest) > 0 && negative(rest[0]) { // "cooldown KEY -5s": an argument, not a flag
+			pos = append(pos, rest[0])
+			rest = rest[1:]
+		}
 		if err := fs.Parse(rest); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				return options{}, nil, err
@@ -122,21 +144,32 @@ func parseArgs(args []string) (opts options, pos []string, err error) {
 	return opts, pos, nil
 }
 
-// command is one subcommand: how many arguments it takes and what it does.
+// negative reports whether arg is a negative number or duration ("-5s"),
+// which parseArgs takes for an argument (to be refused with its own
+// message), not a flag.
+func negative(arg string) bool {
+	return len(arg) > 1 && arg[0] == '-' && (arg[1] >= '0' && arg[1] <= '9' || arg[1] == '.')
+}
+
+// command is one subcommand: how many arguments it takes, whether it
+// prints JSON with --json, how its arguments and flags are checked before
+// Redis is reached (nil: their count only), and what it does.
 type command struct {
-	args []string // the names of its arguments, for messages
-	run  func(ctx context.Context, f *fleet, opts options, args []string, out io.Writer) error
+	args  []string // the names of its arguments, for messages
+	json  bool     // --json applies; for another command it is a usage error
+	check func(opts options, args []string) error
+	run   func(ctx context.Context, f *fleet, opts options, args []string, out io.Writer) error
 }
 
 var commands = map[string]command{
-	"limits":    {nil, cmdLimits},
-	"set":       {[]string{"'TYPE=SPEC'"}, cmdSet},
-	"unset":     {[]string{"TYPE"}, cmdUnset},
-	"inspect":   {[]string{"KEY"}, cmdInspect},
-	"reset":     {[]string{"KEY"}, cmdReset},
-	"cooldown":  {[]string{"KEY", "DURATION"}, cmdCooldown},
-	"workers":   {nil, cmdWorkers},
-	"dashboard": {nil, cmdDashboard},
+	"limits":    {nil, true, nil, cmdLimits},
+	"set":       {[]string{"'TYPE=SPEC'"}, false, nil, cmdSet},
+	"unset":     {[]string{"TYPE"}, false, nil, cmdUnset},
+	"inspect":   {[]string{"KEY"}, true, checkBucket, cmdInspect},
+	"reset":     {[]string{"KEY"}, false, checkBucket, cmdReset},
+	"cooldown":  {[]string{"KEY", "DURATION"}, false, checkCooldown, cmdCooldown},
+	"workers":   {nil, true, nil, cmdWorkers},
+	"dashboard": {nil, false, checkDashboard, cmdDashboard},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -152,6 +185,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			err = cli.Usagef("unknown command %q: want limits, set, unset, inspect, reset, cooldown, workers or dashboard", pos[0])
 		} else if len(pos)-1 != len(cmd.args) {
 			err = cli.Usagef("%s takes %s", pos[0], describeArgs(cmd.args))
+		} else if opts.json && !cmd.json {
+			err = cli.Usagef("--json is for limits, workers and inspect; %s prints text", pos[0])
+		} else if cmd.check != nil {
+			err = cmd.check(opts, pos[1:])
 		}
 	}
 	if code, done := cli.Parsed(err, prog, usage, stdout, stderr); done {

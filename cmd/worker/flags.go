@@ -14,6 +14,7 @@ import (
 	"unicode"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/limitspec"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -83,10 +84,12 @@ Flags:
                            with the spec's options as fields ("policy", "burst", "slots",
                            "capacity", "key", "max_wait", "cost", "global", "in_flight",
                            "adapt": true|false, "floor", "fair": true|false,
-                           "weights": {"KEY": N});
+                           "weights": {"KEY": N}); a field given twice, or a
+                           second YAML document, is an error naming its line;
                            a --limit replaces the file's entry for its type
   --max-wait DURATION      how long a job may wait here for its turn before it goes
-                           back to the queue, unless its limit says (default 5s)
+                           back to the queue, unless its limit says (default 5s,
+                           at most 24h, as a limit's max-wait=)
   --queues SPEC            queues and priorities, "critical=6,default=3,low=1" or "default"
                            (default "default")
   --strict-priority        empty higher-priority queues first
@@ -254,6 +257,9 @@ func parseFlags(args []string) (config, error) {
 		if err := positive(d.name, d.v); err != nil {
 			return config{}, err
 		}
+	}
+	if c.maxWait > limitspec.MaxMaxWait {
+		return config{}, cli.Usagef("--max-wait %v is longer than %v (a job would hold a worker slot that long)", c.maxWait, limitspec.MaxMaxWait)
 	}
 	if c.httpHosts, err = parseHosts(httpHosts); err != nil {
 		return config{}, cli.Usagef("--http-hosts %q: %w", httpHosts, err)

@@ -181,6 +181,7 @@ func TestBadInput(t *testing.T) {
 		{with("--prefetch", "256"), "--prefetch 256 must be from 0 to 255"},
 		{with("--concurrency", "many"), `invalid value "many" for flag -concurrency: parse error`},
 		{with("--max-wait", "0s"), "--max-wait 0s must be positive"},
+		{with("--max-wait", "1000000h"), "--max-wait 1000000h0m0s is longer than 24h0m0s (a job would hold a worker slot that long)"},
 		{with("--horizon", "-1h"), "--horizon -1h0m0s must be positive"},
 		{with("--shutdown-timeout", "0s"), "--shutdown-timeout 0s must be positive"},
 		{with("--http-timeout", "0s"), "--http-timeout 0s must be positive"},

@@ -47,10 +47,11 @@ func ExitCode(err error) int {
 }
 
 // Report writes "prog: err" on a line of its own to w and returns
-// [ExitCode](err). It writes nothing for a nil err.
+// [ExitCode](err). It writes nothing for a nil err. The message goes through
+// [ClipMessage]: an error never echoes a huge argument.
 func Report(w io.Writer, prog string, err error) int {
 	if err != nil {
-		fmt.Fprintf(w, "%s: %v\n", prog, err)
+		fmt.Fprintf(w, "%s: %s\n", prog, ClipMessage(err.Error()))
 	}
 	return ExitCode(err)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -65,4 +66,15 @@ func TestFatalf(t *testing.T) {
 		assert.Equal(t, tt.code, exit.ExitCode(), tt.mode)
 		assert.Equal(t, Prog()+": "+tt.stderr, stderr.String(), tt.mode)
 	}
+}
+
+func TestReportClipsHugeArguments(t *testing.T) {
+	var b strings.Builder
+	huge := strings.Repeat("x", 100_000)
+	Report(&b, "sluice", Usagef("unknown command %q: want limits", huge))
+	assert.Equal(t, `sluice: unknown command "`+strings.Repeat("x", MaxEcho-1)+`…": want limits`+"\n", b.String())
+	b.Reset()
+	Report(&b, "sluice", fmt.Errorf("%s", strings.Repeat("a ", 50_000)))
+	assert.LessOrEqual(t, len(b.String()), MaxMessage+len("sluice: …\n"))
+	assert.Equal(t, "é…", clipTo("éé", 3), "cut at a character's boundary")
 }

@@ -11,6 +11,9 @@
 //	<prefix>{ctl}:workers         ZSET  worker id -> last heartbeat (unix ms)
 //	<prefix>{ctl}:worker:<id>     STRING JSON Heartbeat, with a TTL
 //
+// A runtime limit is set or unset, and announced on the channel, by one
+// script (lua/change.lua): both or neither.
+//
 // Heartbeats expire on their own; the index is pruned of ids older than the
 // TTL whenever a heartbeat is written or the workers are listed, so nothing
 // grows without bound.
@@ -18,6 +21,7 @@ package control
 
 import (
 	"context"
+	_ "embed" // the Lua script
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,18 +64,31 @@ type Entry struct {
 	At   time.Time `json:"at"`
 }
 
-// Set stores spec (TYPE=SPEC, the --limit grammar) as the runtime limit of
-// its type and tells the workers. A spec that does not parse is refused, and
-// nothing is stored.
-func (c *Control) Set(ctx context.Context, spec, by string) (limitspec.Spec, error) {
-	return c.SetThen(ctx, spec, by, nil)
+// changeScript sets or unsets a runtime limit and announces it, in one call.
+//
+//go:embed lua/change.lua
+var changeSource string
+
+var changeScript = redis.NewScript(changeSource)
+
+// Check reports whether this connection's user may set and unset runtime
+// limits, changing nothing: the sluice command checks it before it resets a
+// bucket for a change, so that a change it may not make leaves nothing
+// behind. The error is Redis's (NOPERM ...) when it may not.
+func (c *Control) Check(ctx context.Context) error {
+	if _, err := c.change(ctx, "check", "", ""); err != nil {
+		if redis.HasErrorPrefix(errors.Unwrap(err), "NOPERM") {
+			return fmt.Errorf("this user may not change the runtime limits: %w", errors.Unwrap(err))
+		}
+		return err
+	}
+	return nil
 }
 
-// SetThen is Set, calling then (if not nil) after the limit is stored and
-// before the workers are told: the sluice command resets the type's bucket
-// there. An error from then is returned, and the workers are told anyway
-// (they read the stored limit at their next poll in any case).
-func (c *Control) SetThen(ctx context.Context, spec, by string, then func(limitspec.Spec) error) (limitspec.Spec, error) {
+// Set stores spec (TYPE=SPEC, the --limit grammar) as the runtime limit of
+// its type and tells the workers, in one script: both or neither. A spec
+// that does not parse is refused, and nothing is stored.
+func (c *Control) Set(ctx context.Context, spec, by string) (limitspec.Spec, error) {
 	sp, err := limitspec.Parse(spec)
 	if err != nil {
 		return limitspec.Spec{}, err
@@ -80,54 +97,53 @@ func (c *Control) SetThen(ctx context.Context, spec, by string, then func(limits
 	if err != nil {
 		return limitspec.Spec{}, err
 	}
-	if err := c.rdb.HSet(ctx, c.limitsKey(), sp.Type, b).Err(); err != nil {
+	if _, err := c.change(ctx, "set", sp.Type, string(b)); err != nil {
 		return limitspec.Spec{}, err
 	}
-	var thenErr error
-	if then != nil {
-		thenErr = then(sp)
-	}
-	return sp, errors.Join(thenErr, c.rdb.Publish(ctx, c.changesChannel(), sp.Type).Err())
+	return sp, nil
 }
 
-// Unset removes the runtime limit of typ, if any, and tells the workers; it
-// reports whether there was one.
+// Unset removes the runtime limit of typ, if any, and tells the workers, in
+// one script; it reports whether there was one.
 func (c *Control) Unset(ctx context.Context, typ string) (bool, error) {
-	return c.UnsetThen(ctx, typ, nil)
+	n, err := c.change(ctx, "unset", typ, "")
+	return n > 0, err
 }
 
-// UnsetThen is Unset, calling then (if not nil) after the limit is removed
-// and before the workers are told, as SetThen does.
-func (c *Control) UnsetThen(ctx context.Context, typ string, then func() error) (bool, error) {
-	n, err := c.rdb.HDel(ctx, c.limitsKey(), typ).Result()
+// change runs changeScript: op is check, set or unset.
+func (c *Control) change(ctx context.Context, op, typ, entry string) (int64, error) {
+	n, err := changeScript.Run(ctx, c.rdb, []string{c.limitsKey()}, op, c.changesChannel(), typ, entry).Int64()
 	if err != nil {
-		return false, err
+		return 0, fmt.Errorf("runtime limits: %s: %w", op, err)
 	}
-	var thenErr error
-	if then != nil && n > 0 {
-		thenErr = then()
-	}
-	return n > 0, errors.Join(thenErr, c.rdb.Publish(ctx, c.changesChannel(), typ).Err())
+	return n, nil
+}
+
+// Malformed is a runtime limit that does not parse (written by another
+// version, or by hand): the entry as far as it reads, and why (Err does not
+// name the type).
+type Malformed struct {
+	Entry Entry // Spec holds the raw value when it is not a JSON entry
+	Err   error
 }
 
 // Limits returns the runtime limits by type. An entry that no longer parses
-// (written by another version) is returned with its error in bad, not
-// dropped silently.
-func (c *Control) Limits(ctx context.Context) (limits map[string]Entry, bad map[string]error, err error) {
+// is returned in bad, with why, not dropped silently.
+func (c *Control) Limits(ctx context.Context) (limits map[string]Entry, bad map[string]Malformed, err error) {
 	all, err := c.rdb.HGetAll(ctx, c.limitsKey()).Result()
 	if err != nil {
 		return nil, nil, err
 	}
 	limits = make(map[string]Entry, len(all))
-	bad = make(map[string]error)
+	bad = make(map[string]Malformed)
 	for typ, raw := range all {
 		var e Entry
 		if err := json.Unmarshal([]byte(raw), &e); err != nil {
-			bad[typ] = fmt.Errorf("runtime limit of %q: not a JSON entry: %w", typ, err)
+			bad[typ] = Malformed{Entry: Entry{Spec: raw}, Err: fmt.Errorf("not a JSON entry: %w", err)}
 			continue
 		}
 		if _, err := limitspec.Parse(e.Spec); err != nil {
-			bad[typ] = fmt.Errorf("runtime limit of %q: %w", typ, err)
+			bad[typ] = Malformed{Entry: e, Err: err}
 			continue
 		}
 		limits[typ] = e

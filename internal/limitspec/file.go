@@ -46,11 +46,12 @@ type fileEntry struct {
 // required; policy, burst, slots, capacity, key, max_wait, cost, global and
 // in_flight may be left out, with the same defaults and the same rules
 // (burst for token-bucket, slots for sliding-window, capacity for
-// leaky-bucket). Unknown fields, a file without "limits", text after the
-// object, two entries for one type and files over [MaxFileSize] are errors.
+// leaky-bucket). Unknown fields, a field given twice in one object, a file
+// without "limits", text after the object, two entries for one type and
+// files over [MaxFileSize] are errors.
 //
 // A path ending in .yaml or .yml is read as YAML of the same schema (see
-// yamlToJSON); its entries' errors read as a JSON file's would.
+// yamlToJSON): one document; its entries' errors read as a JSON file's would.
 //
 // The Specs come back in file order and pass [Spec.Validate]. An error names
 // the file and, for a bad entry, its index and type, and says where in the
@@ -96,6 +97,9 @@ func parseFile(data []byte) ([]Spec, error) {
 	if err := checkSyntax(data); err != nil {
 		return nil, err
 	}
+	if err := checkDuplicates(data); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := expectDelim(dec, data, '{', "a JSON object"); err != nil {
@@ -113,10 +117,7 @@ func parseFile(data []byte) ([]Spec, error) {
 		if name, _ := tok.(string); name != "limits" { // object keys are strings
 			return nil, invalidf("unknown field %s", quote(name))
 		}
-		if found {
-			return nil, invalidf(`"limits" given twice`)
-		}
-		found = true
+		found = true // a second "limits" was refused by checkDuplicates
 		if specs, err = parseEntries(dec, data); err != nil {
 			return nil, err
 		}

@@ -94,7 +94,7 @@ func TestLoadFileInvalid(t *testing.T) {
 		{"wrong type", `{"limits": [{"type": "a", "rate": "1/s", "burst": "5"}]}`, `limits[0]: burst: want int, got JSON string`},
 		{"limits not an array", `{"limits": {}}`, `limits: want an array at line 1, column 12`},
 		{"not an object", `[]`, `want a JSON object at line 1, column 1`},
-		{"limits twice", `{"limits": [], "limits": []}`, `"limits" given twice`},
+		{"limits twice", `{"limits": [], "limits": []}`, `"limits" given twice in one object, at line 1, column 16`},
 		{"entry not an object", `{"limits": ["a=1/s"]}`, `limits[0]: want an object such as {"type": "http:request", "rate": "50/s"}, got JSON string`},
 		{"missing type", `{"limits": [{"rate": "1/s"}]}`, `limits[0]: "type" is missing or empty`},
 		{"missing rate", `{"limits": [{"type": "a"}]}`, `limits[0] (type "a"): "rate" is missing or empty (want RATE/UNIT, e.g. "50/s")`},

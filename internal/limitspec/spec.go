@@ -16,6 +16,9 @@ import (
 const (
 	MaxTypeLen = 256 // bytes in Spec.Type
 	MaxKeyLen  = 256 // bytes in Spec.Key, the template before expansion
+	// MaxMaxWait bounds Spec.MaxWait: a job holds a worker slot that long
+	// at most, and a day is already the default horizon of a throttled job.
+	MaxMaxWait = 24 * time.Hour
 	// maxCount bounds burst and cost; throttle refuses larger buckets anyway.
 	maxCount = 1 << 30
 )
@@ -78,7 +81,8 @@ type Spec struct {
 // For the window policies RATE must be a whole number: the most per UNIT.
 // burst, slots and capacity apply to one policy each; given for another, they
 // are an error naming both. global= is always a token bucket. MAX-WAIT is a Go duration ("2s", "500ms") and
-// must be positive; leave it out for the worker's default. Because commas
+// must be positive and at most [MaxMaxWait] (24h); leave it out for the
+// worker's default. Because commas
 // separate the options, neither the type nor the key may contain one.
 //
 // The result passes [Spec.Validate]. An error names the spec and the part
@@ -257,7 +261,7 @@ func parseMaxWait(s string) (time.Duration, error) {
 	if d <= 0 {
 		return 0, invalidf("max-wait %v must be positive (leave it out for the worker's default)", d)
 	}
-	return d, nil
+	return d, nil // Validate checks MaxMaxWait
 }
 
 // DefaultBurst is the burst of a limit written without one: the tokens the
@@ -288,8 +292,8 @@ func DefaultBurst(rate float64, period time.Duration) int {
 // is at most [MaxKeyLen] bytes, free of control characters and ',', without
 // spaces at either end, and its braces pair up with something
 // between them ("tenant:{payload.tenant}"); MaxWait, Cost and InFlight are
-// not negative, and InFlight passes [throttle.Concurrency.Validate] if set;
-// and Cost fits in the bursts, or no job could ever be granted. The error
+// not negative, MaxWait is at most [MaxMaxWait], and InFlight passes
+// [throttle.Concurrency.Validate] if set; and Cost fits in the bursts, or no job could ever be granted. The error
 // matches [ErrInvalid].
 func (s Spec) Validate() error {
 	switch {
@@ -320,6 +324,9 @@ func (s Spec) Validate() error {
 	}
 	if s.MaxWait < 0 {
 		return invalidf("max-wait %v must not be negative", s.MaxWait)
+	}
+	if s.MaxWait > MaxMaxWait {
+		return invalidf("max-wait %v is longer than %v (a job would hold a worker slot that long)", s.MaxWait, MaxMaxWait)
 	}
 	switch {
 	case s.Cost < 0:

@@ -304,3 +304,17 @@ func TestFair(t *testing.T) {
 		assert.Contains(t, err.Error(), want, in)
 	}
 }
+
+// A max-wait longer than MaxMaxWait is refused, in a spec and in a file.
+func TestMaxWaitBound(t *testing.T) {
+	_, err := Parse("sleep=1/s,max-wait=1000000h")
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.Equal(t, `limit "sleep=1/s,max-wait=1000000h": max-wait 1000000h0m0s is longer than 24h0m0s (a job would hold a worker slot that long)`, err.Error())
+	sp, err := Parse("sleep=1/s,max-wait=24h")
+	require.NoError(t, err)
+	assert.Equal(t, MaxMaxWait, sp.MaxWait)
+	_, err = LoadFile(writeFile(t, `{"limits": [{"type": "a", "rate": "1/s", "max_wait": "25h"}]}`))
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.Contains(t, err.Error(), "max-wait 25h0m0s is longer than 24h0m0s")
+	assert.ErrorIs(t, Spec{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Second, Burst: 1}, MaxWait: 25 * time.Hour}.Validate(), ErrInvalid)
+}

@@ -1,8 +1,11 @@
 package limitspec
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 
@@ -27,11 +30,29 @@ func isYAML(path string) bool {
 //	    burst: 5
 //	  - {type: report, rate: 100/m, policy: sliding-log}
 //
-// YAML's own errors (bad syntax, a key given twice) say where they are.
+// YAML's own errors (bad syntax, a key given twice) say where they are. A
+// file holds one document: a second one (after "---") is refused with its
+// line, not ignored.
 func yamlToJSON(data []byte) ([]byte, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var first yaml.Node
+	switch err := dec.Decode(&first); {
+	case errors.Is(err, io.EOF):
+		return nil, invalidf("empty YAML document: want a mapping with \"limits\"")
+	case err != nil:
+		return nil, yamlError(err)
+	}
+	var second yaml.Node
+	switch err := dec.Decode(&second); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return nil, yamlError(err)
+	default:
+		return nil, invalidf("a second YAML document at line %d: want one document", second.Line)
+	}
 	var doc any
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, invalidf("bad YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	if err := first.Decode(&doc); err != nil {
+		return nil, yamlError(err)
 	}
 	if doc == nil {
 		return nil, invalidf("empty YAML document: want a mapping with \"limits\"")
@@ -44,6 +65,11 @@ func yamlToJSON(data []byte) ([]byte, error) {
 		return nil, invalidf("YAML that has no JSON form: %v", err)
 	}
 	return out, nil
+}
+
+// yamlError rewrites an error of the YAML decoder without its "yaml: " prefix.
+func yamlError(err error) error {
+	return invalidf("bad YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
 }
 
 // checkKeys refuses a mapping whose key is not a string (yaml decodes those
