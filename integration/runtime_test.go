@@ -195,3 +195,48 @@ func TestRuntimeRaiseReachesJobsSentBack(t *testing.T) {
 	assert.Equal(t, int64(60), stats.Processed, "every job done once")
 	assert.Less(t, took, 5*time.Second, "the raise reached the jobs sent back")
 }
+
+// TestResetReplansJobsSentBack: `sluice reset` empties a bucket's bookings,
+// so the turns the jobs sent back hold are gone with them. Their tickets
+// must be void and the jobs must take new turns in the fresh bucket: else
+// they run at their old turns while jobs enqueued after the reset take the
+// fresh bucket's, and the upstream gets twice the limit.
+func TestResetReplansJobsSentBack(t *testing.T) {
+	const rate = 2.0
+	srv := redistest.Start(t)
+	insp := newInspector(t, srv)
+	probe := startJitterProbe(t)
+	up := newUpstream(t, upstreamConfig{})
+	fleet := startFleet(t, srv, insp, 2, "--concurrency", "4", "--limit", "http:request=2/s,burst=1,max-wait=500ms,adapt=off")
+	enqueueIDs(t, srv, up, jobIDs("before", 16), nil)
+	time.Sleep(2 * time.Second)
+	require.Greater(t, queueInfo(t, insp).Scheduled, 8, "most jobs went back holding their turns")
+
+	code, out := runCommand(t, 10*time.Second, bin.sluice, "reset", "http:request", "--redis", srv.URL(), "--key-prefix", keyPrefix)
+	require.Equal(t, 0, code, out)
+	reset := time.Now()
+	enqueueIDs(t, srv, up, jobIDs("after", 8), nil)
+	waitDrained(t, insp, 40*time.Second)
+	stats := stopFleet(t, fleet, stopTimeout)
+
+	var since []time.Time
+	for _, a := range arrivals(up.Requests(), http.StatusOK) {
+		if a.After(reset.Add(200 * time.Millisecond)) {
+			since = append(since, a)
+		}
+	}
+	worst, _ := excess(since, rate, 1)
+	allowance := float64(probe.Worst()+upstreamJitter)*rate/float64(time.Second) + 0.5
+	t.Logf("after the reset: %d arrivals over %v; worst %.2f tokens over 2/s burst 1 (allowance %.2f); %s",
+		len(since), span2(since), worst, allowance, strings.TrimSpace(out))
+	assert.Equal(t, int64(24), stats.Processed, "every job once")
+	assert.LessOrEqual(t, worst, allowance, "the old turns and the fresh bucket's are not both granted")
+}
+
+// span2 is the time from the first to the last of at.
+func span2(at []time.Time) time.Duration {
+	if len(at) < 2 {
+		return 0
+	}
+	return at[len(at)-1].Sub(at[0]).Round(time.Millisecond)
+}

@@ -41,6 +41,7 @@ type memShard struct {
 	adapts    map[memKey]*memAdapt // adaptive buckets' effective rates (kind unset)
 	shared    memShares            // shared buckets' tenants (share_memory.go)
 	tickets   map[memKey]memTicket // tickets by bucket and id (ticket.go); made on first use
+	voids     map[memKey]int64     // when each bucket's tickets were last voided, µs (ticket.go)
 
 	_ [64]byte // shards apart in memory: no false sharing between their locks
 }

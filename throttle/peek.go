@@ -44,13 +44,23 @@ func (l *Limiter) Peek(ctx context.Context, key string, policy Policy) (State, e
 // Reset forgets the bucket key under policy: its bookings, its cancelled
 // turns and its cooldown, so the next request finds it full. Reservations
 // made before keep their slots (their holders may act then), and their
-// refunds give nothing back; the key's other policies are not touched.
+// refunds give nothing back; the tickets issued for the bucket before are
+// void (RedeemTicket no longer finds them), since the turns they were booked
+// among are gone. The key's other policies are not touched.
 func (l *Limiter) Reset(ctx context.Context, key string, policy Policy) error {
 	b, err := l.bucketOf(key, policy)
 	if err != nil {
 		return err
 	}
-	_, local, cause, err := l.storeCall(ctx, "reset", func() error { return l.store.reset(ctx, l.cfg.prefix, b) })
+	_, local, cause, err := l.storeCall(ctx, "reset", func() error {
+		if err := l.store.reset(ctx, l.cfg.prefix, b); err != nil {
+			return err
+		}
+		if ts, ok := l.store.(ticketStore); ok {
+			return ts.void(ctx, l.cfg.prefix, b.Key)
+		}
+		return nil
+	})
 	if local {
 		return l.fb.reset(ctx, l.cfg.prefix, b, cause)
 	}

@@ -30,12 +30,18 @@ type Ticket struct {
 
 // The record of ticket ID of bucket key is one Redis string,
 //
-//	<prefix>{<key>}:ticket:<ID>  =  "<slot, µs of store time> <note>"
+//	<prefix>{<key>}:ticket:<ID>  =  "<slot> <issued> <note>"   (µs of store time)
 //
 // (the bucket key as the bucket has it, so the record shares its Cluster
 // slot), written by lua/ticket.lua with a TTL of the wait until the slot plus
-// TicketGrace, and read and deleted in one step by lua/redeem.lua. A
-// MemoryStore keeps the same records in its shards, with their expiry.
+// TicketGrace, and read and deleted in one step by lua/redeem.lua. Beside it,
+//
+//	<prefix>{<key>}:void  =  "<µs of store time>"
+//
+// written by lua/void.lua when the bucket is reset (Limiter.Reset): a ticket
+// issued at or before it is void, as the turns it was booked among are gone.
+// It lives as long as a ticket can (maxSpan plus TicketGrace). A MemoryStore
+// keeps the same records in its shards, with their expiry.
 const (
 	// TicketGrace is how long after its slot a ticket can still be redeemed;
 	// then its record is gone.
@@ -51,13 +57,19 @@ var (
 	ticketLua string
 	//go:embed lua/redeem.lua
 	redeemLua string
+	//go:embed lua/void.lua
+	voidLua string
 
 	ticketScript = newScript(ticketLua)
 	redeemScript = newScript(redeemLua)
+	voidScript   = newScript(voidLua)
 )
 
 // ticketKey is the Redis key of the record of ticket id of bucket key.
 func ticketKey(prefix, key, id string) string { return redisKey(prefix, key) + ":ticket:" + id }
+
+// voidKey is the Redis key of the instant bucket key's tickets were voided.
+func voidKey(prefix, key string) string { return redisKey(prefix, key) + ":void" }
 
 // ticketStore is what tickets need of a store, beyond the sealed Store
 // interface: RedisStore and MemoryStore have it. Times are µs.
@@ -66,8 +78,11 @@ type ticketStore interface {
 	// kept until grace after it.
 	issue(ctx context.Context, prefix, key, id string, slot, grace int64, note string) (now int64, err error)
 	// redeem reads and deletes the record of ticket id: its slot and the
-	// store's now, its note, and whether there was one.
+	// store's now, its note, and whether there was one (issued after the
+	// bucket's tickets were last voided).
 	redeem(ctx context.Context, prefix, key, id string) (slot, now int64, note string, ok bool, err error)
+	// void makes every ticket of bucket key issued until now void.
+	void(ctx context.Context, prefix, key string) error
 }
 
 // IssueTicket records a ticket for a turn of bucket key at slot, with note,
@@ -185,7 +200,7 @@ func (s *RedisStore) issue(ctx context.Context, prefix, key, id string, slot, gr
 }
 
 func (s *RedisStore) redeem(ctx context.Context, prefix, key, id string) (int64, int64, string, bool, error) {
-	v, err := redeemScript.Run(ctx, s.rdb, []string{ticketKey(prefix, key, id)}, s.now()).Slice()
+	v, err := redeemScript.Run(ctx, s.rdb, []string{ticketKey(prefix, key, id), voidKey(prefix, key)}, s.now()).Slice()
 	if err != nil {
 		return 0, 0, "", false, s.fail("redeem", err)
 	}
@@ -200,27 +215,45 @@ func (s *RedisStore) redeem(ctx context.Context, prefix, key, id string) (int64,
 		return 0, now, "", false, nil
 	}
 	rec, _ := v[1].(string)
-	slot, note, err := parseTicket(rec)
+	slot, _, note, err := parseTicket(rec)
 	if err != nil {
 		return 0, 0, "", false, storeErr("redeem", err)
 	}
 	return slot, now, note, true, nil
 }
 
-// parseTicket reads a ticket's record: its slot and note.
-func parseTicket(rec string) (int64, string, error) {
-	s, note, _ := strings.Cut(rec, " ")
-	slot, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return 0, "", fmt.Errorf("bad ticket record %q", rec)
+func (s *RedisStore) void(ctx context.Context, prefix, key string) error {
+	ttl := (maxSpan + int64(TicketGrace/time.Microsecond)) / 1000
+	if err := voidScript.Run(ctx, s.rdb, []string{voidKey(prefix, key)}, s.now(), ttl).Err(); err != nil {
+		return s.fail("reset", err)
 	}
-	return slot, note, nil
+	return nil
+}
+
+// parseTicket reads a ticket's record: its slot, when it was issued and its
+// note.
+func parseTicket(rec string) (slot, issued int64, note string, err error) {
+	f := strings.SplitN(rec, " ", 3)
+	if len(f) < 2 {
+		return 0, 0, "", fmt.Errorf("bad ticket record %q", rec)
+	}
+	slot, err = strconv.ParseInt(f[0], 10, 64)
+	if err == nil {
+		issued, err = strconv.ParseInt(f[1], 10, 64)
+	}
+	if err != nil {
+		return 0, 0, "", fmt.Errorf("bad ticket record %q", rec)
+	}
+	if len(f) == 3 {
+		note = f[2]
+	}
+	return slot, issued, note, nil
 }
 
 // memTicket is a ticket's record in a MemoryStore.
 type memTicket struct {
-	slot, exp int64 // µs
-	note      string
+	slot, exp, issued int64 // µs
+	note              string
 }
 
 func (m *MemoryStore) issue(ctx context.Context, prefix, key, id string, slot, grace int64, note string) (int64, error) {
@@ -243,7 +276,7 @@ func (m *memShard) issue(prefix, key, id string, slot, grace int64, note string)
 		return 0, storeErr("ticket", fmt.Errorf("ticket %s exists", id))
 	}
 	m.sweepTickets(now)
-	m.tickets[k] = memTicket{slot: slot, exp: max(slot+grace, now+1000), note: note}
+	m.tickets[k] = memTicket{slot: slot, exp: max(slot+grace, now+1000), issued: now, note: note}
 	return now, nil
 }
 
@@ -257,10 +290,32 @@ func (m *memShard) redeem(prefix, key, id string) (int64, int64, string, bool, e
 		return 0, now, "", false, nil
 	}
 	delete(m.tickets, k)
-	if t.exp <= now {
+	if t.exp <= now || t.issued <= m.voids[memKey{prefix: prefix, name: key}] {
 		return 0, now, "", false, nil
 	}
 	return t.slot, now, t.note, true, nil
+}
+
+func (m *MemoryStore) void(ctx context.Context, prefix, key string) error {
+	return m.shard(key).void(prefix, key)
+}
+
+// void records now as the instant key's tickets were voided; the tickets
+// issued until then are forgotten at once.
+func (m *memShard) void(prefix, key string) error {
+	now := m.nowMicros()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.voids == nil {
+		m.voids = make(map[memKey]int64)
+	}
+	m.voids[memKey{prefix: prefix, name: key}] = now
+	for k, t := range m.tickets {
+		if k.prefix == prefix && strings.HasPrefix(k.name, key+":ticket:") && t.issued <= now {
+			delete(m.tickets, k)
+		}
+	}
+	return nil
 }
 
 // sweepTickets forgets up to two expired tickets: amortised cleanup, run

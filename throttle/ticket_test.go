@@ -76,6 +76,22 @@ func runTickets(t *testing.T, newStore func(Clock) Store, prefix string) {
 	require.True(t, ok, "step 5: redeemed")
 	assert.WithinDuration(t, time.Now().Add(-10*time.Second), got.Slot, near, "step 5: slot")
 
+	// Step 5b: a reset of the bucket voids the tickets issued before it, not
+	// those issued after.
+	before, err := lim.IssueTicket(ctx, "api", clock.Now().Add(time.Second), "")
+	require.NoError(t, err, "step 5b")
+	clock.advance(time.Millisecond)
+	require.NoError(t, lim.Reset(ctx, "api", PerSecond(10, 1)), "step 5b")
+	clock.advance(time.Millisecond)
+	after, err := lim.IssueTicket(ctx, "api", clock.Now().Add(time.Second), "")
+	require.NoError(t, err, "step 5b")
+	_, ok, err = lim.RedeemTicket(ctx, "api", before.ID)
+	require.NoError(t, err, "step 5b")
+	assert.False(t, ok, "step 5b: a ticket issued before the reset redeemed")
+	_, ok, err = lim.RedeemTicket(ctx, "api", after.ID)
+	require.NoError(t, err, "step 5b")
+	assert.True(t, ok, "step 5b: a ticket issued after the reset redeemed")
+
 	// Step 6: bad input, before any I/O.
 	_, err = lim.IssueTicket(ctx, "api", clock.Now(), strings.Repeat("n", 257))
 	assert.ErrorIs(t, err, ErrInvalid, "step 6: long note")

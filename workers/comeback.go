@@ -120,6 +120,17 @@ func (p *Pool) requeue(ctx context.Context, j *job, delay time.Duration, slot ti
 		// job straight back. A ticket holder sleeps until its slot instead.
 		delay = max(delay, queue.MinRetryDelay)
 	}
+	// asynq keeps due times in whole seconds, truncated: a ticket holder
+	// would come back up to a second early and sleep in a worker slot, and
+	// with enough of them the pool's slots fill with sleepers while the
+	// tickets due next wait in the queue and come late. So, as for a job
+	// sent away over its share, the copy is due a second after its time, as
+	// a backstop, and the pool moves it to pending at its time (promoter).
+	promote := ticket != "" && why != reasonShutdown && delay <= sharePromote
+	at := delay
+	if promote {
+		delay += shareBackstop
+	}
 	trace.SpanFromContext(ctx).AddEvent("sent back", trace.WithAttributes(
 		attribute.String("sluice.reason", why.String()),
 		attribute.Float64("sluice.delay_s", delay.Seconds()),
@@ -137,6 +148,9 @@ func (p *Pool) requeue(ctx context.Context, j *job, delay time.Duration, slot ti
 				j.logger().Info("workers: job sent back once the queue store answered", "reason", why.String(), "attempts", attempt+1)
 			}
 			j.logger().Debug("workers: job sent back", "reason", why.String(), "delay", d, "ticket", ticket != "")
+			if promote && info != nil {
+				p.promote.at(max(time.Until(due)-delay+at, 0), p.rdb, info.Queue, info.ID)
+			}
 			return info, nil
 		}
 		if attempt == 0 {

@@ -331,22 +331,44 @@ func (p *Pool) redeem(ctx context.Context, j *job) error {
 
 	_, span := p.tel.tracer.Start(ctx, "workers.throttle", trace.WithAttributes(
 		attribute.Bool("sluice.ticket", true), attribute.Float64("sluice.wait_s", wait.Seconds())))
+	// Registered as a waiter, so that a change of limits or a reset of the
+	// bucket (SetPolicy, Replan) wakes it to take a new turn, and a stopping
+	// pool sends it back holding its ticket.
+	wake, stop := context.WithCancel(ctx)
+	defer stop()
+	w := &waiter{policy: j.rt.name, bucket: j.key, slot: slot, cancel: stop, done: make(chan struct{})}
+	if !p.addWaiter(w) {
+		stop()
+	}
 	done := p.startWaiting(ctx, j.rt)
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	var err error
 	select {
 	case <-t.C:
-	case <-ctx.Done():
-		err = ctx.Err()
+	case <-wake.Done():
+		switch {
+		case ctx.Err() != nil:
+			err = ctx.Err()
+		case p.stopping():
+			err = errStopping
+		default:
+			err = errRebook
+		}
 	case <-p.stopCtx.Done():
 		err = errStopping
 	}
 	done()
+	p.removeWaiter(w)
 	span.End()
 	switch {
 	case err == errStopping:
 		return p.comeBack(ctx, j, max(time.Until(slot)-lead, shutdownDelay), tk.At, reasonShutdown)
+	case err == errRebook: // its turn is void: a new one, under the limits now
+		if _, err := p.rebound(j); err != nil {
+			return p.archive(ctx, j, permanent(err))
+		}
+		return p.acquire(ctx, j)
 	case err != nil:
 		p.outcome(ctx, j.rt, outFailed)
 		return err
@@ -386,7 +408,10 @@ func (p *Pool) heedCooldown(ctx context.Context, j *job) (sent bool, err error) 
 	return true, p.comeBack(ctx, j, left, time.Time{}, reasonUpstream)
 }
 
-var errStopping = errors.New("workers: pool stopping")
+var (
+	errStopping = errors.New("workers: pool stopping")
+	errRebook   = errors.New("workers: the turn is void")
+)
 
 // ticketTolerance is how long a job holding a ticket may sleep for its slot:
 // its wait budget, or the most a come-back can be early (the lead it was sent

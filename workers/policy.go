@@ -249,7 +249,7 @@ func lateTicket(limit, global throttle.Policy) time.Duration {
 }
 
 const (
-	minLateTicket = 10 * time.Millisecond
+	minLateTicket = 50 * time.Millisecond
 	maxLateTicket = 2 * time.Second
 )
 

@@ -39,6 +39,31 @@ const (
 	replanTimeout = 30 * time.Second
 )
 
+// Replan brings forward the jobs sent back under policy name, as SetPolicy
+// does for a change of limits, after something else voided their turns: a
+// reset of the policy's bucket (throttle.Limiter.Reset voids the tickets
+// issued before it), here or on another host. Each comes back at once and
+// takes a turn anew. It returns at once (the work goes on in the background,
+// bounded as the file's comment says), and does nothing before Start, after
+// Shutdown began, or for a name no task type is registered under.
+func (p *Pool) Replan(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.state != stateRunning {
+		return
+	}
+	// Jobs waiting here for a turn in the old bucket take one anew too.
+	p.wmu.Lock()
+	for w := range p.waiters {
+		if w.policy == name {
+			w.rebook.Store(true)
+			w.cancel()
+		}
+	}
+	p.wmu.Unlock()
+	p.replan(name)
+}
+
 // replan moves the scheduled jobs of the task types under policy name to
 // their queues' pending lists, in the background; see the file's comment.
 // It is a no-op before Start and after Shutdown began.

@@ -2,10 +2,10 @@ package workers
 
 import (
 	"context"
+	_ "embed"
 	"sync"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -23,6 +23,9 @@ import (
 // moves it to its queue's pending list at its place (asynq's RunTask, from a
 // timer): it comes back on time, one at a time. If this process dies before
 // the timer fires, the backstop brings the job back a second late: never lost.
+
+// frontTimeout bounds the promoter's move of one job.
+const frontTimeout = 5 * time.Second
 
 const (
 	// shareBackstop is how much later than its place a job sent away over its
@@ -69,13 +72,27 @@ func (p *Pool) overShare(ctx context.Context, j *job, place time.Duration) error
 	return nil
 }
 
-// promoter moves jobs sent away over their share to their queue's pending
-// list at their places.
+// promoter moves jobs sent back to come at a time of their own (a ticket's
+// slot, a place in their key's line) to the front of their queue's pending
+// list at that time (front.lua).
 type promoter struct {
 	mu     sync.Mutex
-	insp   *asynq.Inspector
 	timers map[*time.Timer]struct{}
 	closed bool
+}
+
+//go:embed lua/front.lua
+var frontLua string
+
+var frontScript = redis.NewScript(frontLua)
+
+// front moves task id of queue qname from scheduled to the front of pending,
+// in asynq v0.26's key layout; false if it was not scheduled.
+func front(ctx context.Context, rdb redis.UniversalClient, qname, id string) (bool, error) {
+	prefix := "asynq:{" + qname + "}:"
+	n, err := frontScript.Run(ctx, rdb, []string{prefix + "t:" + id, prefix + "pending", prefix + "scheduled"},
+		id, time.Now().UnixNano()).Int()
+	return n == 1, err
 }
 
 // at moves task id of queue qname to pending after d, unless the pool has
@@ -86,19 +103,18 @@ func (pr *promoter) at(d time.Duration, rdb redis.UniversalClient, qname, id str
 	if pr.closed {
 		return
 	}
-	if pr.insp == nil {
-		pr.insp = asynq.NewInspectorFromRedisClient(rdb)
-	}
 	var t *time.Timer
 	t = time.AfterFunc(d, func() {
 		pr.mu.Lock()
 		delete(pr.timers, t)
-		insp, closed := pr.insp, pr.closed
+		closed := pr.closed
 		pr.mu.Unlock()
 		if !closed {
 			// It may be gone: a worker whose timer fired late took it at its
 			// backstop. Either way the job is in asynq's hands.
-			_ = insp.RunTask(qname, id)
+			ctx, cancel := context.WithTimeout(context.Background(), frontTimeout)
+			defer cancel()
+			_, _ = front(ctx, rdb, qname, id)
 		}
 	})
 	if pr.timers == nil {

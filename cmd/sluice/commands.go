@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -167,7 +168,12 @@ func cmdReset(ctx context.Context, f *fleet, opts options, args []string, out io
 	if err := f.lim.Reset(ctx, bucket, pol); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "reset %s: the bucket is full\n", args[0])
+	typ := cmp.Or(opts.typ, args[0])
+	if err := f.ctl.Reset(ctx, typ); err != nil {
+		fmt.Fprintf(out, "reset %s: the bucket is full, but the workers were not told (%v): its jobs sent back come at their old turns, and take new ones then\n", args[0], err)
+		return nil
+	}
+	fmt.Fprintf(out, "reset %s: the bucket is full; the jobs sent back under the old turns come back now to take new ones\n", args[0])
 	return nil
 }
 

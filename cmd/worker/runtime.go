@@ -97,7 +97,12 @@ func (rl *runtimeLimits) run(ctx context.Context) {
 			defer cancel()
 			_ = rl.ctl.Gone(gctx, rl.id)
 			return
-		case <-changes:
+		case m := <-changes:
+			if rl.ctl.IsReset(m) {
+				// The bucket's tickets are void: its jobs sent back take new turns.
+				rl.pool.Replan(m.Payload)
+				continue
+			}
 			rl.sync(ctx)
 		case <-poll.C:
 			rl.sync(ctx)

@@ -53,6 +53,7 @@ func New(rdb redis.UniversalClient, prefix string) *Control {
 
 func (c *Control) limitsKey() string          { return c.prefix + "{ctl}:limits" }
 func (c *Control) changesChannel() string     { return c.prefix + "{ctl}:changes" }
+func (c *Control) resetsChannel() string      { return c.prefix + "{ctl}:resets" }
 func (c *Control) workersKey() string         { return c.prefix + "{ctl}:workers" }
 func (c *Control) workerKey(id string) string { return c.prefix + "{ctl}:worker:" + id }
 
@@ -151,11 +152,23 @@ func (c *Control) Limits(ctx context.Context) (limits map[string]Entry, bad map[
 	return limits, bad, nil
 }
 
-// Subscribe returns a subscription to limit changes; its channel carries the
-// type whose limit changed. Close it when done.
+// Subscribe returns a subscription to limit changes and bucket resets; its
+// messages carry the type whose limit changed or whose bucket was reset
+// (IsReset tells which). Close it when done.
 func (c *Control) Subscribe(ctx context.Context) *redis.PubSub {
-	return c.rdb.Subscribe(ctx, c.changesChannel())
+	return c.rdb.Subscribe(ctx, c.changesChannel(), c.resetsChannel())
 }
+
+// Reset announces that a bucket of type typ was reset (sluice reset): the
+// workers that run the type bring forward the jobs sent back holding turns
+// in it, which the reset voided.
+func (c *Control) Reset(ctx context.Context, typ string) error {
+	return c.rdb.Publish(ctx, c.resetsChannel(), typ).Err()
+}
+
+// IsReset reports whether m, from Subscribe, announces a reset (its payload
+// is the type) rather than a limit change.
+func (c *Control) IsReset(m *redis.Message) bool { return m.Channel == c.resetsChannel() }
 
 // LimitState is one limit as a worker applies it, in its heartbeat.
 type LimitState struct {
