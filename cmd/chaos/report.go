@@ -143,7 +143,7 @@ func (r *runState) report() (*report, error) {
 	}
 	rep.dups = checkRuns(rs, queued, r.rec.kills, r.rec.outages, lostAcks(logs))
 
-	late := r.probe.Worst
+	late := r.probe.WorstIn
 	global := phasesOf(r.base, r.rec.limits, r.rec.msgLosses, func(b bounds) rateBurst { return b.global })
 	rep.grants = append(rep.grants, checkGrants("global", arrivalsOf(rs, func(request) bool { return true }), global, late))
 	perTenant := phasesOf(r.base, r.rec.limits, r.rec.msgLosses, func(b bounds) rateBurst { return b.tenant })
