@@ -55,7 +55,14 @@ func (r *Reservation) Time() time.Time { return r.at }
 // Every slot of a bucket is on that one clock, whichever process booked it,
 // so the slots of a bucket never hold more than its policy allows in any
 // span; Time, on this process's clock, moves with the round trip's latency.
-func (r *Reservation) Slot() time.Time { return time.UnixMicro(r.d.slot()) }
+// It is the zero Time for a reservation no store decided (FailOpen let it
+// through), and on the local clock for one FailLocal granted in process.
+func (r *Reservation) Slot() time.Time {
+	if r.d.now == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(r.d.slot())
+}
 
 // Wait sleeps until the reservation's slot and returns nil. If ctx ends first,
 // Wait cancels the reservation (its tokens go back) and returns ctx's error,

@@ -36,21 +36,27 @@ func (p *Pool) holdFirst(ctx context.Context, j *job) (gone bool, err error) {
 
 // runHolding runs job j's handler holding one of its policy's in-flight
 // slots, if the policy bounds them; otherwise it just runs it. A job that
-// holds none yet (it came back with a ticket) waits for one as long as its
-// wait budget and its turn's freshness allow; with none by then, it goes
-// back to the queue through the same path as a job whose turn is too far
-// off, spending no retry (its turn is used up: it takes a new one when it
-// comes back).
-func (p *Pool) runHolding(ctx context.Context, j *job) error {
+// holds none yet (it came back with a ticket for turn) waits for one as
+// long as its wait budget and its turn's freshness allow; with none by then
+// its turn is spent, and it takes a new one as a job that has none does:
+// its slot first, then its turn (acquire).
+func (p *Pool) runHolding(ctx context.Context, j *job, turn time.Time) error {
 	if j.sem == "" {
 		return p.run(ctx, j)
 	}
 	if j.lease == nil {
-		lease, err := p.holdSlot(ctx, j, min(p.budget(ctx, j), j.pol.late))
-		if err != nil {
+		fresh := j.pol.late - max(time.Since(turn), 0)
+		lease, err := p.holdSlot(ctx, j, min(p.budget(ctx, j), fresh))
+		var limited *throttle.LimitedError
+		switch {
+		case err == nil:
+			j.lease = lease
+		case (errors.As(err, &limited) || errors.Is(err, context.DeadlineExceeded)) && ctx.Err() == nil && !p.stopping():
+			j.logger().Debug("workers: no in-flight slot while the ticket's turn was fresh; taking a new turn")
+			return p.acquire(ctx, j)
+		default:
 			return p.noSlot(ctx, j, err)
 		}
-		j.lease = lease
 	}
 	lease := j.lease
 	j.lease = nil // runLeased releases it

@@ -210,7 +210,7 @@ func (p *Pool) acquire(ctx context.Context, j *job) error {
 		span.End()
 		p.waited(ctx, j.rt, 0)
 		j.granted = r.Slot()
-		return p.runHolding(ctx, j)
+		return p.runHolding(ctx, j, r.Time())
 	}
 	wctx, cancel := context.WithCancel(tctx)
 	defer cancel()
@@ -250,7 +250,7 @@ func (p *Pool) acquire(ctx context.Context, j *job) error {
 	}
 	p.waited(ctx, j.rt, d)
 	j.granted = r.Slot()
-	return p.runHolding(ctx, j)
+	return p.runHolding(ctx, j, r.Time())
 }
 
 // notReserved handles a reservation that was refused or failed.
@@ -319,7 +319,7 @@ func (p *Pool) redeem(ctx context.Context, j *job) error {
 		}
 		p.waited(ctx, j.rt, 0)
 		j.granted = tk.At
-		return p.runHolding(ctx, j)
+		return p.runHolding(ctx, j, slot)
 	}
 	lead := p.lead(j.pol.maxWait)
 	if p.stopping() {
@@ -383,7 +383,7 @@ func (p *Pool) redeem(ctx context.Context, j *job) error {
 	}
 	p.waited(ctx, j.rt, wait)
 	j.granted = tk.At
-	return p.runHolding(ctx, j)
+	return p.runHolding(ctx, j, slot)
 }
 
 // heedCooldown sends back a job that booked its turn earlier (a ticket, or a

@@ -207,7 +207,7 @@ func (p *Pool) SetPolicy(name string, pol Policy) error {
 	if p.names[name] == nil {
 		return fmt.Errorf("workers: SetPolicy(%q): no task type is registered under a policy of that name", name)
 	}
-	changed := p.names[name].fp != pp.fp
+	old := p.names[name]
 	p.names[name] = pp
 	for _, rt := range p.routes {
 		if rt.name == name {
@@ -227,8 +227,8 @@ func (p *Pool) SetPolicy(name string, pol Policy) error {
 	// Jobs sent back under the old limits come back to take a turn under
 	// the new ones (see replan). Under p.mu: Shutdown waits for what it
 	// starts once it has seen the pool closed.
-	if changed && p.state == stateRunning {
-		p.replan(name)
+	if old.fp != pp.fp && looser(old, pp) && p.state == stateRunning {
+		p.replan(name, pp, true)
 	}
 	return nil
 }

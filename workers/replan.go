@@ -3,28 +3,40 @@ package workers
 import (
 	"context"
 	"errors"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/hibiken/asynq"
+
+	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // This file is where a limit change reaches the jobs already sent back. A
 // job sent back holds a turn booked under the old limits (a ticket) and is
 // due at it; after a raise its turn under the new limits may be now. So when
 // SetPolicy changes a policy, the pool moves the scheduled jobs of that
-// policy's task types to their queue's pending list: each comes back at once,
+// policy's task types that hold a ticket to the front of their queue's
+// pending list (front.lua), earliest turn first: each comes back at once,
 // finds its ticket void (the policy's fingerprint changed, see ticketVoid)
 // and books a turn under the new limits, running now if that turn is within
 // its wait budget or going back holding the new turn if not. A lowered limit
 // costs nothing more than it would anyway: those tickets are void when their
 // jobs come back, wherever they are due.
 //
-// Every worker that applies the change re-plans: a job moved by the first
-// and taken by a worker that had not yet applied the change goes back under
-// the old turn, and the later worker's re-plan brings it forward again. The
-// work is bounded (replanScan tasks looked at per queue and change), so a
-// backlog of millions costs a bounded number of round trips; jobs beyond the
-// bound keep their due times and take a new turn when they come back.
+// Only a change that may let jobs through sooner re-plans (looser): after a
+// lowering the old turns are void when their jobs come back, which then take
+// later ones anyway. One worker of the fleet re-plans a change: the first to
+// claim it in the queues' Redis, a second after it applied it, so that the
+// others have too (a job moved before a worker applied the change would go
+// back under its old turn). Only jobs holding a ticket move: a job due later
+// for a reason of its own (the user's ProcessAt, a handler's "come back in an
+// hour", a cooldown) keeps its time. The work is bounded: the jobs the new
+// limits can run within replanWindow, earliest turn first, among at most
+// replanScan scheduled tasks looked at per queue (of any type). Jobs beyond
+// it keep their due times and take a new turn when they come back, so a
+// backlog of millions costs a bounded number of round trips per change.
 
 const (
 	// replanScan bounds the scheduled tasks a re-plan looks at per queue,
@@ -37,6 +49,16 @@ const (
 	replanNear = time.Second
 	// replanTimeout bounds one re-plan.
 	replanTimeout = 30 * time.Second
+	// replanWindow: a re-plan brings forward the jobs the new limits can
+	// run within this (see replanWave).
+	replanWindow = 5 * time.Second
+	// replanSettle is how long a worker lets the others apply a change
+	// before it re-plans for the fleet.
+	replanSettle = time.Second
+	// replanClaim prefixes the key in the queues' Redis by which one
+	// worker claims the re-plan of a change: the policy's name and its new
+	// fingerprint follow.
+	replanClaim = "sluice:replan:"
 )
 
 // Replan brings forward the jobs sent back under policy name, as SetPolicy
@@ -61,13 +83,16 @@ func (p *Pool) Replan(name string) {
 		}
 	}
 	p.wmu.Unlock()
-	p.replan(name)
+	p.replan(name, p.names[name], false)
 }
 
 // replan moves the scheduled jobs of the task types under policy name to
 // their queues' pending lists, in the background; see the file's comment.
-// It is a no-op before Start and after Shutdown began.
-func (p *Pool) replan(name string) {
+// pol is the policy now. With once, after replanSettle (for the other
+// workers to apply the same change), only the first worker of the fleet to
+// claim the change in the queues' Redis does it. It is a no-op before Start
+// and after Shutdown began; p.mu is held.
+func (p *Pool) replan(name string, pol *policy, once bool) {
 	types := make(map[string]bool)
 	for typ, rt := range p.routes {
 		if rt.name == name {
@@ -82,7 +107,20 @@ func (p *Pool) replan(name string) {
 		defer p.bg.Done()
 		ctx, cancel := context.WithTimeout(p.stopCtx, replanTimeout)
 		defer cancel()
-		moved, err := p.moveScheduled(ctx, types)
+		if once {
+			t := time.NewTimer(replanSettle)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+			claimed, err := p.rdb.SetNX(ctx, replanClaim+name+":"+pol.fp, 1, replanTimeout).Result()
+			if err != nil || !claimed {
+				return // another worker re-plans (or the queues' Redis is down: the jobs take new turns when they come back)
+			}
+		}
+		moved, err := p.moveScheduled(ctx, types, replanWave(pol))
 		switch {
 		case err != nil:
 			p.log.Warn("workers: re-planning the jobs sent back under the old limits failed; they take a new turn when they come back",
@@ -94,10 +132,50 @@ func (p *Pool) replan(name string) {
 	}()
 }
 
-// moveScheduled moves the scheduled tasks of types, in each of the pool's
-// queues, that are due later than replanNear to pending, earliest first, and
-// returns how many it moved.
-func (p *Pool) moveScheduled(ctx context.Context, types map[string]bool) (int, error) {
+// replanWave is how many jobs a re-plan brings forward under pol: what its
+// tighter bucket can grant within replanWindow (its burst, and its rate over
+// the window), at most replanScan. The jobs beyond it keep their due times.
+func replanWave(pol *policy) int {
+	wave := func(p throttle.Policy) float64 {
+		n, w := p.Quota()
+		if w <= 0 {
+			return float64(n)
+		}
+		return float64(n) + float64(n)*replanWindow.Seconds()/w.Seconds()
+	}
+	k := wave(pol.Limit)
+	if pol.global != nil {
+		k = min(k, wave(pol.global))
+	}
+	return int(min(math.Ceil(k), replanScan))
+}
+
+// looser reports whether pol may let a job through sooner than old: a
+// faster or larger bucket, a global bucket gone or faster, more in flight.
+// A change that is not looser needs no re-plan: the turns booked under old
+// are void when their jobs come back, which then take later ones anyway.
+func looser(old, pol *policy) bool {
+	faster := func(a, b throttle.Policy) bool {
+		na, wa := a.Quota()
+		nb, wb := b.Quota()
+		if wa <= 0 || wb <= 0 {
+			return na > nb
+		}
+		return na > nb || float64(na)/wa.Seconds() > float64(nb)/wb.Seconds()
+	}
+	switch {
+	case faster(pol.Limit, old.Limit),
+		old.global != nil && (pol.global == nil || faster(pol.global, old.global)),
+		old.InFlight > 0 && (pol.InFlight == 0 || pol.InFlight > old.InFlight):
+		return true
+	}
+	return false
+}
+
+// moveScheduled moves the scheduled tasks of types holding a ticket, in each
+// of the pool's queues, that are due later than replanNear to the front of
+// pending, earliest due at the very front, and returns how many it moved.
+func (p *Pool) moveScheduled(ctx context.Context, types map[string]bool, most int) (int, error) {
 	insp := asynq.NewInspectorFromRedisClient(p.rdb)
 	moved := 0
 	var errs []error
@@ -106,12 +184,21 @@ func (p *Pool) moveScheduled(ctx context.Context, types map[string]bool) (int, e
 		if err != nil {
 			errs = append(errs, err)
 		}
+		ids = ids[:min(len(ids), most)]
+		// front pushes each to the end asynq pops next: the latest first,
+		// so that the earliest ends up first in line.
+		slices.Reverse(ids)
 		for _, id := range ids {
 			if ctx.Err() != nil {
 				return moved, errors.Join(append(errs, ctx.Err())...)
 			}
 			// Gone meanwhile (a worker took it at its time): nothing to do.
-			if err := insp.RunTask(qname, id); err == nil {
+			ok, err := front(ctx, p.rdb, qname, id)
+			if err != nil {
+				errs = append(errs, err)
+				break
+			}
+			if ok {
 				moved++
 			}
 		}
@@ -119,8 +206,9 @@ func (p *Pool) moveScheduled(ctx context.Context, types map[string]bool) (int, e
 	return moved, errors.Join(errs...)
 }
 
-// scheduledOf lists the ids of queue qname's scheduled tasks of types due
-// later than replanNear, earliest first, looking at replanScan tasks at most.
+// scheduledOf lists the ids of queue qname's scheduled tasks of types that
+// hold a ticket and are due later than replanNear, earliest first, looking
+// at replanScan tasks at most.
 func (p *Pool) scheduledOf(ctx context.Context, insp *asynq.Inspector, qname string, types map[string]bool) ([]string, error) {
 	var ids []string
 	near := time.Now().Add(replanNear)
@@ -136,7 +224,7 @@ func (p *Pool) scheduledOf(ctx context.Context, insp *asynq.Inspector, qname str
 			return ids, err
 		}
 		for _, t := range tasks {
-			if types[t.Type] && t.NextProcessAt.After(near) {
+			if types[t.Type] && t.Headers[queue.HeaderTicket] != "" && t.NextProcessAt.After(near) {
 				ids = append(ids, t.ID)
 			}
 		}

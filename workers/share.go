@@ -20,8 +20,9 @@ import (
 // come back at t's second, up to a second early or late, and the places of a
 // key's line, one turn apart, would come back in one lump per second. So the
 // copy is asked back a second after its place, as a backstop, and the pool
-// moves it to its queue's pending list at its place (asynq's RunTask, from a
-// timer): it comes back on time, one at a time. If this process dies before
+// moves it to the front of its queue's pending list at its place (front, from
+// a timer): it comes back on time, one at a time, ahead of jobs that have
+// had no turn yet. Tickets come back the same way (see requeue). If this process dies before
 // the timer fires, the backstop brings the job back a second late: never lost.
 
 // frontTimeout bounds the promoter's move of one job.
@@ -79,6 +80,7 @@ type promoter struct {
 	mu     sync.Mutex
 	timers map[*time.Timer]struct{}
 	closed bool
+	wg     sync.WaitGroup // a timer set, until it fired and moved its job, or was stopped
 }
 
 //go:embed lua/front.lua
@@ -103,8 +105,10 @@ func (pr *promoter) at(d time.Duration, rdb redis.UniversalClient, qname, id str
 	if pr.closed {
 		return
 	}
+	pr.wg.Add(1)
 	var t *time.Timer
 	t = time.AfterFunc(d, func() {
+		defer pr.wg.Done()
 		pr.mu.Lock()
 		delete(pr.timers, t)
 		closed := pr.closed
@@ -123,13 +127,17 @@ func (pr *promoter) at(d time.Duration, rdb redis.UniversalClient, qname, id str
 	pr.timers[t] = struct{}{}
 }
 
-// close stops the timers not yet fired: their jobs come back at their backstops.
+// close stops the timers not yet fired (their jobs come back at their
+// backstops) and waits for the moves of those that have.
 func (pr *promoter) close() {
 	pr.mu.Lock()
-	defer pr.mu.Unlock()
 	pr.closed = true
 	for t := range pr.timers {
-		t.Stop()
+		if t.Stop() {
+			pr.wg.Done()
+		}
 	}
 	pr.timers = nil
+	pr.mu.Unlock()
+	pr.wg.Wait()
 }

@@ -339,22 +339,27 @@ func (f *fleet) change(ctx context.Context, typ string, commit func() error) err
 // it, so that the new limit starts from a full bucket instead of behind the
 // turns booked under the old one (the workers void those: see
 // workers.Pool.SetPolicy). A cooldown in place is kept. A limit with a key
-// template has a bucket per key, which are left as they are. It returns the
-// bucket it emptied, if any; its error says what it had done.
+// template has a bucket per key, which are left as they are, and its global
+// bucket, which is emptied: the turns of every key's jobs sent back are
+// booked there. It returns the bucket it emptied, if any; its error says
+// what it had done.
 func (f *fleet) restart(ctx context.Context, old *limitspec.Spec) (string, error) {
-	if old == nil || old.Key != "" {
+	if old == nil || (old.Key != "" && old.Global == nil) {
 		return "", nil
 	}
-	bucket := bucketKey(*old, old.Type)
+	bucket, limit := bucketKey(*old, old.Type), old.Limit
+	if old.Key != "" {
+		bucket, limit = workers.GlobalKey(workers.Policy{Name: old.Type, Global: *old.Global}), *old.Global
+	}
 	left, err := f.lim.CooldownLeft(ctx, bucket)
 	if err != nil {
 		return "", fmt.Errorf("nothing was changed: reading the cooldown of bucket %s: %w", bucket, err)
 	}
-	if err := f.lim.Reset(ctx, bucket, old.Limit); err != nil {
+	if err := f.lim.Reset(ctx, bucket, limit); err != nil {
 		return "", fmt.Errorf("nothing was changed: resetting bucket %s: %w", bucket, err)
 	}
 	if left > 0 {
-		if _, err := f.lim.Cooldown(ctx, bucket, old.Limit, left); err != nil {
+		if _, err := f.lim.Cooldown(ctx, bucket, limit, left); err != nil {
 			return "", fmt.Errorf("not applied: bucket %s was reset (full again) but its cooldown could not be put back "+
 				"(sluice cooldown %s %v puts it back): %w", bucket, old.Type, left.Round(time.Second), err)
 		}

@@ -20,6 +20,8 @@ func TestLoadFileDuplicateField(t *testing.T) {
 			`"type" given twice in one object, at line 1, column 57`},
 		{"weights key twice", "{\"limits\": [{\"type\": \"a\", \"rate\": \"1/s\", \"key\": \"t:{payload.t}\", \"global\": \"5/s\",\n \"weights\": {\"t:x\": 2,\n \"t:x\": 3}}]}",
 			`"t:x" given twice in one object, at line 3, column 2`},
+		{"rate and Rate", "{\"limits\": [{\"type\": \"sleep\", \"rate\": \"5/s\", \"Rate\": \"500/s\"}]}",
+			`"Rate" given twice in one object, at line 1, column 46`},
 	}
 	for _, tt := range tests {
 		path := writeFile(t, tt.content)
@@ -30,8 +32,11 @@ func TestLoadFileDuplicateField(t *testing.T) {
 		assert.Nil(t, got, tt.name)
 	}
 
-	// The same field in two objects is no duplicate.
+	// The same field in two objects is no duplicate, nor are two tenants'
+	// keys that differ in case only.
 	_, err := LoadFile(writeFile(t, `{"limits": [{"type": "a", "rate": "1/s"}, {"type": "b", "rate": "1/s"}]}`))
+	require.NoError(t, err)
+	_, err = LoadFile(writeFile(t, `{"limits": [{"type": "a", "rate": "1/s", "key": "t:{payload.t}", "global": "5/s", "weights": {"t:x": 2, "t:X": 3}}]}`))
 	require.NoError(t, err)
 }
 

@@ -3,7 +3,8 @@
 -- own RunTask would push it to the back, behind every job already pending.
 -- A job that comes back at its turn (a ticket, a place in its key's line)
 -- then runs at its turn, not after a backlog of jobs that have not yet had
--- one. It writes asynq v0.26's own layout (see promote.go).
+-- one. It writes asynq v0.26's own layout (see front in share.go, and its
+-- test, which fails if an asynq upgrade changes it).
 --
 -- KEYS[1]   the task's hash: asynq:{<queue>}:t:<id>
 -- KEYS[2]   the queue's pending list: asynq:{<queue>}:pending
