@@ -46,20 +46,23 @@ func (l *Limiter) Peek(ctx context.Context, key string, policy Policy) (State, e
 // made before keep their slots (their holders may act then), and their
 // refunds give nothing back; the tickets issued for the bucket before are
 // void (RedeemTicket no longer finds them), since the turns they were booked
-// among are gone. The key's other policies are not touched.
+// among are gone. The key's other policies are not touched. The tickets are
+// voided first: a Reset that fails after may have voided them (their
+// holders take new turns), never reset the bucket with its tickets standing.
 func (l *Limiter) Reset(ctx context.Context, key string, policy Policy) error {
 	b, err := l.bucketOf(key, policy)
 	if err != nil {
 		return err
 	}
 	_, local, cause, err := l.storeCall(ctx, "reset", func() error {
-		if err := l.store.reset(ctx, l.cfg.prefix, b); err != nil {
-			return err
-		}
+		// The tickets first: a bucket reset with its old tickets still
+		// standing would grant their turns again on top of a full bucket.
 		if ts, ok := l.store.(ticketStore); ok {
-			return ts.void(ctx, l.cfg.prefix, b.Key)
+			if err := ts.void(ctx, l.cfg.prefix, b.Key); err != nil {
+				return err
+			}
 		}
-		return nil
+		return l.store.reset(ctx, l.cfg.prefix, b)
 	})
 	if local {
 		return l.fb.reset(ctx, l.cfg.prefix, b, cause)

@@ -18,7 +18,10 @@ import (
 	"github.com/sluicehq/sluice/workers"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+func TestMain(m *testing.M) {
+	cli.QuietRedisLog() // as main does: go-redis's own log would echo a huge address
+	redistest.Main(m)
+}
 
 type result struct {
 	code           int
