@@ -160,7 +160,7 @@ func TestLeakyBucketRedisKey(t *testing.T) {
 func TestPolicyLoadLeakyBucket(t *testing.T) {
 	pol := LeakyBucket{Rate: 100, Period: time.Second, Capacity: 64}
 	load := runPolicyLoad(t, pol, 2500*time.Millisecond)
-	T := pol.interval()
+	T := wholeT(t, pol.limit())
 	lo, hi := gaps(load.slots)
 	last := load.slots[len(load.slots)-1]
 	used := float64(len(load.slots)) / float64((last-load.start)/T+1)
@@ -189,7 +189,7 @@ func gaps(slots []int64) (lo, hi int64) {
 func TestLeakyBucketFullUnderLoad(t *testing.T) {
 	const workers = 32
 	pol := LeakyBucket{Rate: 100, Period: time.Second, Capacity: 8}
-	T := pol.interval()
+	T := wholeT(t, pol.limit())
 	rdb := redistest.Shared(t).Client(t)
 	var commands atomic.Int64
 	rdb.AddHook(countHook{&commands})
@@ -274,7 +274,7 @@ func TestLeakyBucketRandomAgreesAndHolds(t *testing.T) {
 	for seed := uint64(1); seed <= 24; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			p := pols[int(seed)%len(pols)]
-			leakyBucketRandom(t, p, seed, p.interval()) // a busy bucket: many turns cancelled under later ones
+			leakyBucketRandom(t, p, seed, p.limit().pace().ceil()) // a busy bucket: many turns cancelled under later ones
 		})
 	}
 }
@@ -287,7 +287,7 @@ func TestLeakyBucketRandomExpiry(t *testing.T) {
 	for seed := uint64(1); seed <= 12; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			p := pols[int(seed)%len(pols)]
-			leakyBucketRandom(t, p, seed, p.interval()*int64(p.Capacity)) // pauses that often empty the bucket
+			leakyBucketRandom(t, p, seed, p.limit().pace().times(int64(p.Capacity)).ceil()) // pauses that often empty the bucket
 		})
 	}
 }
@@ -296,13 +296,20 @@ func TestLeakyBucketRandomExpiry(t *testing.T) {
 // runRandom): no grant waits longer than the bucket holds, (Capacity−n)·T; a
 // refusal always has a RetryAfter; and the turns that stand (granted and not
 // cancelled), each n·T long, never overlap: the pace is never faster than T.
+// A slot is its turn rounded up to a whole µs, so a turn began in the µs
+// before its slot: a wait w > 0 means the bucket held more than (w − 1) µs,
+// and turns a and b do not overlap if b − a + 1 µs > n·T (for a whole T,
+// the same as b − a >= n·T).
 func leakyBucketRandom(t *testing.T, p LeakyBucket, seed uint64, unit int64) {
-	T, c := p.interval(), int64(p.Capacity)
+	T, c := p.limit().pace(), int64(p.Capacity)
 	stand := standing(runRandom(t, p, seed, unit, true, func(s lockstepStep) {
 		switch {
 		case s.req == nil:
 		case s.d.granted:
-			require.LessOrEqual(t, s.d.wait+int64(s.req.one.N)*T, c*T, s.msg+" the bucket holds more than Capacity")
+			if s.d.wait > 0 {
+				held := whole(s.d.wait - 1).add(T.times(int64(s.req.one.N)))
+				require.True(t, held.less(T.times(c)), s.msg+" the bucket holds more than Capacity")
+			}
 		default:
 			require.Positive(t, s.d.wait, s.msg+" RetryAfter")
 		}
@@ -310,6 +317,15 @@ func leakyBucketRandom(t *testing.T, p LeakyBucket, seed uint64, unit int64) {
 	require.NotEmpty(t, stand)
 	for i := 1; i < len(stand); i++ {
 		prev := stand[i-1]
-		require.GreaterOrEqual(t, stand[i].d.slot(), prev.d.slot()+int64(prev.req.one.N)*T, "turn %d starts before turn %d has gone through", i, i-1)
+		gap := whole(stand[i].d.slot() - prev.d.slot() + 1)
+		require.True(t, T.times(int64(prev.req.one.N)).less(gap), "turn %d starts before turn %d has gone through", i, i-1)
 	}
+}
+
+// wholeT is l's T, which the test needs to be a whole number of µs.
+func wholeT(t *testing.T, l Limit) int64 {
+	t.Helper()
+	T := l.pace()
+	require.Zero(t, T.ps, "T of %v is not a whole number of µs", l)
+	return T.us
 }
