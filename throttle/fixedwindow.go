@@ -179,4 +179,4 @@ func (m *fwModule) save() (memState, bool) {
 	return &s, true
 }
 
-func (m *fwModule) next(at int64, _ int) int64 { return at }
+func (m *fwModule) fromHole(*hole, int) pico { return pico{} }

@@ -74,17 +74,15 @@ func (hs *holes) best(t int64, n int) (int64, int) {
 	return at, i
 }
 
-// take serves n from hole i. What is left of it starts where m says a turn
-// after n starts.
-func (hs *holes) take(i, n int, m module) {
+// take serves n from hole i and returns the grant's handle. What is left
+// of it starts where m says a turn after n starts.
+func (hs *holes) take(i, n int, m module) pico {
 	h := &hs.list[i]
+	handle := m.fromHole(h, n)
 	if h.n -= n; h.n == 0 {
 		hs.drop(i, m)
-		return
 	}
-	if at := m.next(h.at, n); at != h.at {
-		h.at, h.till = at, m.holeTill(at)
-	}
+	return handle
 }
 
 // add makes a hole of a cancelled turn of n at `at`, or releases it at once

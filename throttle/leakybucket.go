@@ -126,6 +126,12 @@ func (m *lbModule) rollback(now int64, n int, handle pico, hs *holes) {
 // hold: the next turn no sooner than till.
 func (m *lbModule) hold(_, till int64) { m.tat = maxPico(m.tat, whole(till)) }
 
-// next: the turn after n at slot `at` is n·T later, rounded up (the turn at
-// `at` may have been booked as late as `at` itself).
-func (m *lbModule) next(at int64, n int) int64 { return whole(at).add(m.t.times(int64(n))).ceil() }
+// fromHole: the rest of the turn starts n·T after the instant the grant
+// takes, at the slot that rounds up to.
+func (m *lbModule) fromHole(h *hole, n int) pico {
+	at := m.instant(h)
+	h.handle = at.add(m.t.times(int64(n)))
+	h.at = h.handle.ceil()
+	h.till = m.holeTill(h.at)
+	return at
+}

@@ -296,10 +296,10 @@ func TestLeakyBucketRandomExpiry(t *testing.T) {
 // runRandom): no grant waits longer than the bucket holds, (Capacity−n)·T; a
 // refusal always has a RetryAfter; and the turns that stand (granted and not
 // cancelled), each n·T long, never overlap: the pace is never faster than T.
-// A slot is its turn rounded up to a whole µs, so a turn began in the µs
-// before its slot: a wait w > 0 means the bucket held more than (w − 1) µs,
-// and turns a and b do not overlap if b − a + 1 µs > n·T (for a whole T,
-// the same as b − a >= n·T).
+// A slot is its turn's instant rounded up to a whole µs, so a wait w > 0
+// means the bucket held more than (w − 1) µs; the instant of a turn is its
+// handle, the TAT before it, or the earliest instant that rounds up to its
+// slot if that is later (tatModule.commit).
 func leakyBucketRandom(t *testing.T, p LeakyBucket, seed uint64, unit int64) {
 	T, c := p.limit().pace(), int64(p.Capacity)
 	stand := standing(runRandom(t, p, seed, unit, true, func(s lockstepStep) {
@@ -315,10 +315,15 @@ func leakyBucketRandom(t *testing.T, p LeakyBucket, seed uint64, unit int64) {
 		}
 	}))
 	require.NotEmpty(t, stand)
-	for i := 1; i < len(stand); i++ {
-		prev := stand[i-1]
-		gap := whole(stand[i].d.slot() - prev.d.slot() + 1)
-		require.True(t, T.times(int64(prev.req.one.N)).less(gap), "turn %d starts before turn %d has gone through", i, i-1)
+	instant := func(g *windowGrant) pico { return maxPico(g.d.handle, before1(g.d.slot())) }
+	sort.SliceStable(stand, func(i, j int) bool { return instant(stand[i]).less(instant(stand[j])) })
+	for i, g := range stand {
+		require.Equal(t, g.d.slot(), instant(g).ceil(), "turn %d's slot is its instant rounded up", i)
+		if i > 0 {
+			prev := stand[i-1]
+			end := instant(prev).add(T.times(int64(prev.req.one.N)))
+			require.False(t, instant(g).less(end), "turn %d starts before turn %d has gone through", i, i-1)
+		}
 	}
 }
 

@@ -323,7 +323,7 @@ func (m *memShard) decide(req request) decision {
 		for i := range cs {
 			c := &cs[i]
 			if x, hi := c.hs.best(s, c.n); hi >= 0 && x == s {
-				c.hs.take(hi, c.n, c.m)
+				c.handle = c.hs.take(hi, c.n, c.m)
 			} else {
 				c.handle = c.m.commit(now, s, c.n)
 			}

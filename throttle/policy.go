@@ -160,9 +160,12 @@ type module interface {
 	release(now int64, n int, handle pico)
 	hold(now, till int64)
 	holeTill(at int64) int64
-	// next is where a turn that follows n at `at` starts: at, but n·T
-	// later on a leaky bucket, whose turns never coincide.
-	next(at int64, n int) int64
+	// fromHole is the handle of a grant of n served from hole h, which it
+	// moves on to where what is left of it starts: a window's grant has
+	// none (0), a token or leaky bucket's is the turn's instant, and a leaky
+	// bucket's turns never coincide, so the rest of its hole starts n·T
+	// later.
+	fromHole(h *hole, n int) pico
 	// flag is called when the key's holes come or go, where the Lua module's
 	// flag writes its state (a module whose state records that writes it).
 	flag()

@@ -248,4 +248,4 @@ func (m *slModule) save() (memState, bool) {
 	return &slidingLogState{log: m.log, until: m.log[len(m.log)-1] + m.l.window()}, m.wrote
 }
 
-func (m *slModule) next(at int64, _ int) int64 { return at }
+func (m *slModule) fromHole(*hole, int) pico { return pico{} }

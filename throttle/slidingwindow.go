@@ -301,4 +301,4 @@ func (m *swModule) save() (memState, bool) {
 // ceilDiv is a/b rounded up, for a ≥ 0 and b > 0.
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
-func (m *swModule) next(at int64, _ int) int64 { return at }
+func (m *swModule) fromHole(*hole, int) pico { return pico{} }

@@ -79,4 +79,11 @@ func (m *tatModule) save() (memState, bool) {
 	return m.st, true
 }
 
-func (m *tatModule) next(at int64, _ int) int64 { return at }
+// instant is when the turn of hole h was booked: its handle is the TAT
+// before it, its at its slot (after).
+func (m *tatModule) instant(h *hole) pico { return maxPico(h.handle, before1(h.at)) }
+
+// fromHole: a grant from a hole has the turn's instant for its handle, as
+// the TAT before a booking at that instant would be; on a token bucket the
+// rest of the hole stays where it is.
+func (m *tatModule) fromHole(h *hole, _ int) pico { return m.instant(h) }

@@ -88,23 +88,24 @@ function H.best(b, t)
   return best, hole
 end
 
--- H.take serves b.n from hole h. What is left of it starts where the module
--- says a turn after b.n starts (a leaky bucket's next turn is b.n·T later).
+-- H.take serves b.n from hole h and returns the grant's handle (two
+-- integers): 0 0 for a window's, the turn's instant for a token or leaky
+-- bucket's (the module's fromhole). What is left of the hole starts where
+-- the module moves it (a leaky bucket's next turn is b.n·T later).
 function H.take(b, h)
   redis.call("ZREM", b.hkey, h.m)
+  local hw, hf = 0, 0
+  local fromhole = M[b.kind].fromhole
+  if fromhole then hw, hf = fromhole(b, h, b.n) end
   h.n = h.n - b.n
   if h.n > 0 then
-    local nextturn = M[b.kind].nextturn
-    if nextturn then
-      h.at = nextturn(b, h.at, b.n)
-      h.till = M[b.kind].holetill(b, h.at)
-    end
     local id = string.match(h.m, ":([^:]*)$")
     h.m = holemember(h, id)
     redis.call("ZADD", b.hkey, fmt(h.till), h.m)
   elseif #b.holes == 1 then
     M[b.kind].flag(b, false)
   end
+  return hw, hf
 end
 
 -- H.add makes a hole of a cancelled turn of n at `at` with b's module

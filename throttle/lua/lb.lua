@@ -43,10 +43,14 @@ function M.lb.hold(b, till)
   end
 end
 
--- nextturn: the turn after n at slot `at` is n·T later, rounded up (the turn
--- at `at` may have been booked as late as `at` itself; H.take).
-function M.lb.nextturn(b, at, n)
-  local w, f = pmul(b.a1, b.a4, n)
-  if f > 0 then w = w + 1 end
-  return at + w
+-- fromhole: the grant takes the turn's instant; the rest of the hole starts
+-- n·T after it, at the slot that rounds up to (H.take).
+function M.lb.fromhole(b, h, n)
+  local w, f = TAT.instant(h)
+  local nw, nf = pmul(b.a1, b.a4, n)
+  h.handle, h.hf = pn(w + nw, f + nf)
+  h.at = h.handle
+  if h.hf > 0 then h.at = h.at + 1 end
+  h.till = TAT.holetill(b, h.at)
+  return w, f
 end

@@ -91,8 +91,7 @@ local function reserve(maxwait, base)
     for _, b in ipairs(bs) do
       local x, h = H.best(b, s)
       if x == s then
-        H.take(b, h)
-        b.handle, b.hf = 0, 0
+        b.handle, b.hf = H.take(b, h)
       else
         b.handle, b.hf = M[b.kind].commit(b, s)
       end

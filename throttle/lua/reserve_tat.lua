@@ -5,10 +5,8 @@
 -- definitions, which alone cost a call several µs of server time, and its
 -- tables and loops; for a batch, one read and one write of the TAT however
 -- many calls it decides. The arithmetic is that of tb.lua, lb.lua and
--- tat.lua, call after call, on what the one before left (a booking here
--- always counts from the TAT: the slot of one bucket alone is its TAT, or
--- its TAT less (burst - n)·T, rounded up); the lockstep tests hold it to
--- theirs. Times are pairs of µs and picoseconds, as in tat.lua. It
+-- tat.lua, call after call, on what the one before left; the lockstep
+-- tests hold it to theirs. Times are pairs of µs and picoseconds, as in tat.lua. It
 -- defines no function: each definition is run on every call (int.lua's
 -- cost a call 0.4 µs, measured with redis-benchmark), so the divisions are
 -- written out where they are needed.
@@ -143,6 +141,12 @@ for j = first, m do
   end
   if granted == 1 then
     hw, hf, wrote, c = tw, tf, true, c + n
+    -- counted from the TAT, or from the earliest instant that rounds up to
+    -- the slot if that is later: a token bucket's call for more than its
+    -- burst (an adaptive one's, at a rate below its ceiling), or a leaky
+    -- bucket's never
+    local bw = now + wait - 1
+    if tw < bw or (tw == bw and tf < 1) then tw, tf = bw, 1 end
     tf = tf + sf
     if tf >= Q then tw, tf = tw + sw + 1, tf - Q else tw = tw + sw end
   end

@@ -124,5 +124,17 @@ end
 
 function TAT.release() end
 
+-- instant is when hole h's turn was booked: its handle is the TAT before it,
+-- its at its slot (after).
+function TAT.instant(h)
+  if h.handle < h.at - 1 or (h.handle == h.at - 1 and h.hf < 1) then return h.at - 1, 1 end
+  return h.handle, h.hf
+end
+
+-- fromhole is the handle of a grant of b.n served from hole h: the turn's
+-- instant, as the TAT before a booking at that instant would be. On a token
+-- bucket the rest of the hole stays where it is (lb.lua's moves on).
+function TAT.fromhole(_, h) return TAT.instant(h) end
+
 -- a turn of a TAT bucket is an instant: moved later, it could land on the next one.
 function TAT.holetill(_, at) return at + 1 end

@@ -7,6 +7,7 @@
 M.tb = {
   flag = TAT.flag, commit = TAT.commit, istail = TAT.istail,
   has = TAT.has, release = TAT.release, holetill = TAT.holetill,
+  fromhole = TAT.fromhole,
 }
 
 -- load: an adaptive bucket (a3 > 0) at the fleet's effective rate
