@@ -105,10 +105,10 @@ func TestLeakyBucketInvalidBeforeIO(t *testing.T) {
 }
 
 func TestLeakyBucketQuotaAndShare(t *testing.T) {
-	b := LeakyBucket{Rate: 3, Capacity: 6} // T = 333334 µs, rounded up
+	b := LeakyBucket{Rate: 3, Capacity: 6} // T = 333333.333334 µs, rounded up to a picosecond
 	m, d := b.Quota()
 	assert.Equal(t, 6, m)
-	assert.Equal(t, 6*333334*time.Microsecond, d)
+	assert.Equal(t, 2000001*time.Microsecond, d, "six T, rounded up to a µs")
 	assert.Equal(t, "3/1s leaky bucket, capacity 6", b.String())
 	assert.Equal(t, LeakyBucket{Rate: 1, Capacity: 2}, b.share(3))
 	assert.Equal(t, LeakyBucket{Rate: 0.5, Capacity: 1}, b.share(6).(LeakyBucket).share(1))

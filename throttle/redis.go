@@ -190,14 +190,19 @@ func (s *RedisStore) reserveLean(ctx context.Context, reqs []request) ([]decisio
 	a := b.algo()
 	prefix := reqs[0].prefix
 	m := len(reqs)
-	// now, n, a1, a2, a3 (and a4, T's picoseconds, for a token or leaky
-	// bucket), then each call's longest wait (the lean scripts know their
-	// kind, and count the calls by the arguments: every argument costs the
-	// server time)
+	// now, n, a1, a2, a3 (for a token or leaky bucket a4, T's picoseconds,
+	// in place of a3, and a3 after it only if the bucket is adaptive), then
+	// each call's longest wait (the lean scripts know their kind, and count
+	// the calls by the arguments: every argument costs the server time)
 	p := a.args()
 	args := make([]any, 0, 6+m)
-	args = append(args, s.now(), b.N, p[0], p[1], p[2])
-	if k := a.kind(); k == kindTB || k == kindLB {
+	args = append(args, s.now(), b.N, p[0], p[1])
+	switch k := a.kind(); {
+	case k != kindTB && k != kindLB:
+		args = append(args, p[2])
+	case reqs[0].adapt != 0:
+		args = append(args, p[3], p[2])
+	default:
 		args = append(args, p[3])
 	}
 	for i := range reqs {

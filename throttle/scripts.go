@@ -67,9 +67,9 @@ var (
 
 	cooldownLeftScript = newScript(cooldownLeftLua)
 	adaptScript        = newScript(adaptLua)
-	reserveTBScript    = newScript("local tb = true\n" + reserveTATLua)
-	reserveLBScript    = newScript("local tb = false\n" + reserveTATLua)
-	reserveATScript    = newScript(intLua + "\nlocal tb = true\n" + reserveTATLua) // an adaptive bucket: int.lua's atrate
+	reserveTBScript    = newScript("local tb, adaptive = true, false\n" + reserveTATLua)
+	reserveLBScript    = newScript("local tb, adaptive = false, false\n" + reserveTATLua)
+	reserveATScript    = newScript(intLua + "\nlocal tb, adaptive = true, true\n" + reserveTATLua) // an adaptive bucket: int.lua's atrate
 	reserveFWScript    = newScript(reserveFWLua)
 	reserveSLScript    = newScript(reserveSLLua)
 	reserveSWScript    = newScript(reserveSWLua)

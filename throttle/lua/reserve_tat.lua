@@ -14,13 +14,13 @@
 -- KEYS[1]        the bucket's state (its TAT, tat.lua)
 -- KEYS[2]        its effective rate, only if it is adaptive (int.lua)
 -- ARGV[1]        now in µs, or "" to read Redis TIME
--- ARGV[2..6]     n, a1 = T's µs, a2 = burst, a3 = per, a4 = T's
---                picoseconds (tb.lua, lb.lua)
--- ARGV[7..]      each call's longest wait in µs ("-1": no bound), one per
+-- ARGV[2..5]     n, a1 = T's µs, a2 = burst, a4 = T's picoseconds (tb.lua,
+--                lb.lua), and ARGV[6] a3 = per, only if it is adaptive
+-- ARGV[6 or 7..] each call's longest wait in µs ("-1": no bound), one per
 --                call (m of them)
--- tb             true for a token bucket, false for a leaky one: set by the
---                line before this file (scripts.go), as an argument would
---                cost every call
+-- tb, adaptive   true for a token bucket, false for a leaky one; whether it
+--                is adaptive: set by the line before this file
+--                (scripts.go), as an argument would cost every call
 --
 -- Reply: for one call, reserve.lua's reply (and the effective T, µs and
 -- picoseconds, and burst after it, for an adaptive bucket). For a batch
@@ -35,10 +35,13 @@
 -- changed, and the caller asks that one instead.
 
 local Q = 1000000 -- picoseconds per µs
-local m = #ARGV - 6
-local n, Tw, burst, per, Tf = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
-
-if per > 0 then Tw, Tf, burst = atrate(KEYS[2], Tw, Tf, burst, per) end -- int.lua
+local n, Tw, burst, Tf = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0
+local w0 = 5 -- the waits are ARGV[w0 + 1..]
+if adaptive then
+  w0 = 6
+  Tw, Tf, burst = atrate(KEYS[2], Tw, Tf, burst, ARGV[6] + 0) -- int.lua
+end
+local m = #ARGV - w0
 
 -- the TAT: tw µs and tf picoseconds, never before now; a value of another
 -- form reads as none (tat.lua)
@@ -121,7 +124,7 @@ else
   end
 end
 for j = first, m do
-  local maxwait = ARGV[6 + j] + 0
+  local maxwait = ARGV[w0 + j] + 0
   local granted, wait, hw, hf = 0, 0, 0, 0
   -- e = ahead - g, rounded up to a whole µs
   local ew, ef = tw - now - gw, tf - gf
@@ -160,7 +163,7 @@ for j = first, m do
     out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] = granted, wait, left, reset, now, hw, hf
   end
   o = o + 7
-  if per > 0 then
+  if adaptive then
     out[o + 1], out[o + 2], out[o + 3] = Tw, Tf, burst
     o = o + 3
   end
