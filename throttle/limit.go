@@ -49,18 +49,9 @@ func (l Limit) exactInterval() float64 {
 
 // pace is T, the time per token a bucket works in: Period/Rate in whole µs
 // and picoseconds, rounded up to a picosecond (paceOf). Rounding up means a
-// bucket never grants faster than its Limit; a picosecond per token is
-// within a millionth of the rate at 10⁶ a second, and nothing slower.
+// bucket never grants faster than its Limit, and it loses less than a
+// picosecond per token: under a millionth of the rate at 10⁶ a second.
 func (l Limit) pace() pico { return paceOf(l.exactInterval()) }
-
-// roundUp is x rounded up to a whole number, but a number within 1e-9·x of a
-// whole one is that one.
-func roundUp(x float64) int64 {
-	if r := math.Round(x); math.Abs(x-r) <= 1e-9*x {
-		return int64(r)
-	}
-	return int64(math.Ceil(x))
-}
 
 // Validate reports why l cannot be used, or nil.
 func (l Limit) Validate() error {
