@@ -87,7 +87,7 @@ do
       end
       k = k + 7
     end
-    if k == 6 * m then
+    if k == 7 * m then
       if wrote and S == 1 then
         redis.call("HSET", KEYS[1], b, c, "s", s, "c", c, "d", d)
       elseif wrote then

@@ -48,11 +48,15 @@ local m = #ARGV - w0
 local tw, tf = now, 0
 local v = redis.call("GET", KEYS[1])
 if v then
-  local sg, w, f = string.match(v, "^(%-?)(%d+)%.?(%d*)$")
-  if sg == "-" then return {3} end
-  if w then
-    w = w + 0
-    if w >= now then tw, tf = w, tonumber(f) or 0 end
+  local w, f = nil, 0
+  if string.byte(v, -7) == 46 then -- "W.FFFFFF"
+    w, f = tonumber(string.sub(v, 1, -8)), tonumber(string.sub(v, -6))
+  else
+    w = tonumber(v)
+  end
+  if w and f then
+    if w < 0 then return {3} end
+    if w >= now then tw, tf = w, f end
   end
 end
 
@@ -60,34 +64,37 @@ end
 -- bucket), or finds the bucket over its capacity by as much (a leaky one);
 -- s = n·T, what a grant moves the TAT on by. Every picosecond sum here stays
 -- below 2^50, where floor(x/Q) is exact (int.lua).
-local gf = (burst - n) * Tf
-local gw = (burst - n) * Tw + math.floor(gf / Q)
-gf = gf % Q
-local sf = n * Tf
-local sw = n * Tw + math.floor(sf / Q)
-sf = sf % Q
+local gw, gf, sw, sf = (burst - n) * Tw, 0, n * Tw, 0
+if Tf > 0 then
+  gf, sf = (burst - n) * Tf, n * Tf
+  gw, sw = gw + math.floor(gf / Q), sw + math.floor(sf / Q)
+  gf, sf = gf % Q, sf % Q
+end
 
 -- c = ceil(ahead/T), the tokens the bucket holds, or burst if it holds as
 -- many; each grant adds n. left, what it could grant at once, is burst - c
 -- (a token bucket's floor((burst·T - ahead)/T) is the same number). The
--- quotient is estimated in floats and settled by exact products.
-local c = burst
+-- quotient is estimated in floats, whose error stays under 1e-5 below
+-- 2^31, and settled by exact products when it is that close to a whole
+-- number.
 local aw = tw - now
-local bf = burst * Tf
-local bw = burst * Tw + math.floor(bf / Q)
-bf = bf % Q
-if aw < bw or (aw == bw and tf < bf) then
-  c = math.ceil((aw + tf / Q) / (Tw + Tf / Q))
-  local pf = c * Tf
-  local pw = c * Tw + math.floor(pf / Q)
-  pf = pf % Q
-  if pw < aw or (pw == aw and pf < tf) then -- c·T < ahead
-    c = c + 1
-  else
-    pw, pf = pw - Tw, pf - Tf
-    if pf < 0 then pw, pf = pw - 1, pf + Q end
-    if pw > aw or (pw == aw and pf >= tf) then c = c - 1 end -- (c-1)·T >= ahead
+local x = (aw + tf / Q) / (Tw + Tf / Q)
+local c = burst
+if x < burst + 1 then
+  c = math.ceil(x)
+  if c - x < 1e-5 or c - x > 1 - 1e-5 then
+    local pf = c * Tf
+    local pw = c * Tw + math.floor(pf / Q)
+    pf = pf % Q
+    if pw < aw or (pw == aw and pf < tf) then -- c·T < ahead
+      c = c + 1
+    else
+      pw, pf = pw - Tw, pf - Tf
+      if pf < 0 then pw, pf = pw - 1, pf + Q end
+      if pw > aw or (pw == aw and pf >= tf) then c = c - 1 end -- (c-1)·T >= ahead
+    end
   end
+  if c > burst then c = burst end
 end
 
 local out, o, wrote, first = {}, 0, false, 1
@@ -169,8 +176,8 @@ for j = first, m do
   end
 end
 if wrote then -- tat.lua's put, with int.lua's ms
-  local ttl, v = tw - now, string.format("%.0f", tw)
-  if tf > 0 then ttl, v = ttl + 1, string.format("%s.%06d", v, tf) end
+  local ttl, v = tw - now, tw -- a number below 2^53: Redis writes all its digits
+  if tf > 0 then ttl, v = ttl + 1, string.format("%.0f.%06d", tw, tf) end
   redis.call("SET", KEYS[1], v, "PX", math.ceil(ttl / 1000) + 1000)
 end
 return out

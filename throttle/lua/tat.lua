@@ -13,11 +13,17 @@
 local TAT = {}
 
 -- TAT.parse reads a key's value: whether the bucket has holes, and the TAT
--- (nil for a value of another form).
+-- (nil for a value of another form). reserve_tat.lua reads it the same way.
 function TAT.parse(v)
-  local sg, w, f = string.match(v, "^(%-?)(%d+)%.?(%d*)$")
-  if not w then return false, nil, nil end
-  return sg == "-", tonumber(w), tonumber(f) or 0
+  local w, f = nil, 0
+  if string.byte(v, -7) == 46 then -- "W.FFFFFF"
+    w, f = tonumber(string.sub(v, 1, -8)), tonumber(string.sub(v, -6))
+  else
+    w = tonumber(v)
+  end
+  if not (w and f) then return false, nil, nil end
+  if w < 0 then return true, -w, f end
+  return false, w, f
 end
 
 function TAT.load(b)
@@ -52,9 +58,13 @@ function TAT.put(b)
     redis.call("DEL", b.key)
     return
   end
-  local v = fmt(b.tw)
-  if b.tf > 0 then v = string.format("%s.%06d", v, b.tf) end
-  if b.h then v = "-" .. v end
+  local v = b.tw -- a number below 2^53: Redis writes all its digits
+  if b.tf > 0 then
+    v = string.format("%.0f.%06d", b.tw, b.tf)
+    if b.h then v = "-" .. v end
+  elseif b.h then
+    v = -v
+  end
   local ttl = ms(TAT.ahead(b))
   redis.call("SET", b.key, v, "PX", ttl)
   if b.h then redis.call("PEXPIRE", b.hkey, ttl) end
