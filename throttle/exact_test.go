@@ -437,9 +437,17 @@ func TestFloorDivPico(t *testing.T) {
 		{pico{0, 999999}, pico{0, 1000}, 999},
 		{pico{1 << 40, 1}, pico{1 << 10, 0}, 1 << 30},
 		{pico{1<<40 - 1, 999999}, pico{1 << 10, 0}, 1<<30 - 1},
+		// beyond int64 picoseconds: the float estimate, corrected
+		{pico{1 << 50, 1}, pico{1 << 20, 0}, 1 << 30},
+		{pico{1<<50 - 1, 999999}, pico{1 << 20, 0}, 1<<30 - 1},
+		{pico{3 << 45, 0}, pico{1 << 45, 333333}, 2},
+		{pico{1<<50 + 7, 0}, pico{1 << 44, 1}, 64},
+		{pico{1 << 50, 0}, pico{1 << 44, 1}, 63},
 	} {
 		assert.Equal(t, c.want, floorDivPico(c.a, c.b), "%v / %v", c.a, c.b)
 	}
 	assert.Equal(t, int64(1000), ceilDivPico(pico{1, 0}, pico{0, 1000}))
 	assert.Equal(t, int64(1001), ceilDivPico(pico{1, 1}, pico{0, 1000}))
+	assert.Equal(t, int64(1<<30), ceilDivPico(pico{1 << 50, 0}, pico{1 << 20, 0}))
+	assert.Equal(t, int64(1<<30+1), ceilDivPico(pico{1 << 50, 1}, pico{1 << 20, 0}))
 }

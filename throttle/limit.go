@@ -140,10 +140,12 @@ func (m *tbModule) figures(now int64) (int, int64) {
 // now: size − ⌈ahead/T⌉, at least 0 (for a token bucket that is
 // ⌊(size·T − ahead)/T⌋).
 func left(ahead, t pico, size int64) int64 {
-	if !ahead.less(t.times(size)) {
-		return 0
+	if ahead.us >= fitsPS || t.us >= fitsPS { // the quotient must be small
+		if !ahead.less(t.times(size)) {
+			return 0
+		}
 	}
-	return size - ceilDivPico(ahead, t)
+	return max(0, size-ceilDivPico(ahead, t))
 }
 
 // rollback never undoes a cooldown: the TAT stays at or after its end + (burst−1)·T.

@@ -53,9 +53,13 @@ func (a pico) ceil() int64 {
 // counts from there, so that a bucket alone never loses time to rounding.
 func before1(s int64) pico { return pico{us: s - 1, ps: 1} }
 
-// floorDivPico is ⌊a/b⌋ for a >= 0 and b > 0 whose quotient is below 2^31:
-// a float estimate, then corrected by exact products (lua/int.lua's pdiv).
+// floorDivPico is ⌊a/b⌋ for a >= 0 and b > 0 whose quotient is below 2^31
+// (lua/int.lua's pdiv): in int64 picoseconds when both fit, else a float
+// estimate corrected by exact products.
 func floorDivPico(a, b pico) int64 {
+	if a.us < fitsPS && b.us < fitsPS {
+		return (a.us*psPerUs + a.ps) / (b.us*psPerUs + b.ps)
+	}
 	q := int64(math.Floor((float64(a.us) + float64(a.ps)/psPerUs) / (float64(b.us) + float64(b.ps)/psPerUs)))
 	q = max(q, 0)
 	if !a.less(b.times(q + 1)) {
@@ -67,8 +71,15 @@ func floorDivPico(a, b pico) int64 {
 	return q
 }
 
+// fitsPS bounds the µs of a pico whose picoseconds fit in an int64.
+const fitsPS = 1 << 43
+
 // ceilDivPico is ⌈a/b⌉ for a >= 0 and b > 0 whose quotient is below 2^31.
 func ceilDivPico(a, b pico) int64 {
+	if a.us < fitsPS && b.us < fitsPS {
+		x, y := a.us*psPerUs+a.ps, b.us*psPerUs+b.ps
+		return (x + y - 1) / y
+	}
 	q := floorDivPico(a, b)
 	if b.times(q) != a {
 		q++
