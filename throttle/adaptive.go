@@ -70,9 +70,6 @@ func (a Adaptive) Validate() error {
 	if err := a.Ceiling.Validate(); err != nil {
 		return err
 	}
-	if a.Ceiling.fine() {
-		return invalidf("Adaptive: ceiling %v is faster than one token per microsecond, which only a plain Limit may be", a.Ceiling)
-	}
 	if a.Floor < 0 || math.IsNaN(a.Floor) || a.Floor > a.Ceiling.Rate {
 		return invalidf("Adaptive: floor %g must be from 0 to the ceiling's rate %g", a.Floor, a.Ceiling.Rate)
 	}

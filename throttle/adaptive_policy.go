@@ -31,7 +31,7 @@ func (Adaptive) kind() kind { return kindTB }
 
 // args are the ceiling's T and burst, and the period in µs, which marks the
 // bucket adaptive for lua/tb.lua.
-func (a Adaptive) args() [3]int64 {
+func (a Adaptive) args() [4]int64 {
 	p := a.Ceiling.args()
 	p[2] = int64(a.Ceiling.period() / time.Microsecond)
 	return p
@@ -48,16 +48,15 @@ func (a Adaptive) share(hosts int) algo {
 func (a Adaptive) open(st memState, now, cool int64) module { return a.Ceiling.open(st, now, cool) }
 
 // at is the token bucket at effective rate r, as lua/int.lua's atrate
-// computes it: T is the period over r rounded up (Limit.interval), never
-// under the ceiling's; the burst shrinks with it, burst·T/T' rounded down, at
-// least 1.
-// r <= 0 means the ceiling.
+// computes it: T is the period (in whole µs) over r, to the picosecond
+// (paceOf), never under the ceiling's; the burst shrinks with it, burst·T/T'
+// rounded down, at least 1. r <= 0 means the ceiling.
 func (a Adaptive) at(r float64) fixedTB {
-	t, burst := a.Ceiling.interval(), int64(a.Ceiling.Burst)
+	t, burst := a.Ceiling.pace(), int64(a.Ceiling.Burst)
 	per := int64(a.Ceiling.period() / time.Microsecond)
 	if r > 0 {
-		if x := (Limit{Rate: r, Period: a.Ceiling.Period}).interval(); x > t {
-			burst = max(1, burst*t/x)
+		if x := paceOf(float64(per) / r); t.less(x) {
+			burst = max(1, floorDivPico(t.times(burst), x))
 			t = x
 		}
 	}
@@ -78,16 +77,19 @@ func (a Adaptive) limitAt(r float64) Limit {
 // one call took it, at the effective rate of that moment, so that a refund
 // of the call gives back exactly what it took (a Reservation's request
 // holds it in place of the Adaptive). per is the period in µs, for Rate.
-type fixedTB struct{ t, burst, per int64 }
+type fixedTB struct {
+	t          pico
+	burst, per int64
+}
 
 func (fixedTB) isPolicy()           {}
 func (fixedTB) Validate() error     { return nil }
 func (fixedTB) kind() kind          { return kindTB }
 func (f fixedTB) share(int) algo    { return f }
-func (f fixedTB) args() [3]int64    { return [3]int64{f.t, f.burst, 0} }
+func (f fixedTB) args() [4]int64    { return [4]int64{f.t.us, f.burst, 0, f.t.ps} }
 func (f fixedTB) check(n int) error { return checkN(n, int(f.burst), "burst") }
 
-func (f fixedTB) Quota() (int, time.Duration) { return int(f.burst), micros(f.burst * f.t) }
+func (f fixedTB) Quota() (int, time.Duration) { return int(f.burst), micros(f.t.times(f.burst).ceil()) }
 
 func (f fixedTB) String() string {
 	return fmt.Sprintf("%g/%v burst %d", f.rate(), micros(f.per), f.burst)
@@ -95,10 +97,10 @@ func (f fixedTB) String() string {
 
 // rate is tokens per period.
 func (f fixedTB) rate() float64 {
-	if f.t <= 0 {
+	if f.t == (pico{}) {
 		return 0
 	}
-	return math.Round(float64(f.per)/float64(f.t)*1e6) / 1e6
+	return math.Round(float64(f.per)/f.t.float()*1e6) / 1e6
 }
 
 func (f fixedTB) open(st memState, now, cool int64) module {

@@ -102,16 +102,16 @@ func TestBatchAtOnceIsExact(t *testing.T) {
 								atOnce++
 							}
 						}
-						// The head carries the token bucket's: 5 integers, and a
-						// reply of 6 (8 adaptive) for each of the other calls.
-						k, per := atOnce, 6
+						// The head carries the token bucket's: 7 integers, and a
+						// reply of 7 (10 adaptive) for each of the other calls.
+						k, per := atOnce, 7
 						if _, leaky := p.(LeakyBucket); leaky {
 							k = 0
 						}
 						if pq.p == adaptive {
-							per = 8
+							per = 10
 						}
-						assert.Equal(t, int64(5+per*(rd.m-k)), replied, "round %d: %d at once", round, atOnce)
+						assert.Equal(t, int64(7+per*(rd.m-k)), replied, "round %d: %d at once", round, atOnce)
 						t.Logf("round %d: %d of %d granted at once", round, atOnce, rd.m)
 					}
 				})

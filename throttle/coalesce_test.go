@@ -88,7 +88,7 @@ func gatedLimiter(t *testing.T, clock Clock) (*Limiter, *gate) {
 
 // Calls that queue behind one in flight go in one script call, and the
 // store's answers are exactly those of the same calls made one at a time:
-// the same slots, for every policy, fine buckets (fine.go) included.
+// the same slots, for every policy, buckets of up to 10⁹ a second included.
 func TestCoalescedCallsAreExact(t *testing.T) {
 	const calls = 100
 	for _, p := range append(policiesPer(time.Second), Limit{Rate: 1e9, Burst: 50}, LeakyBucket{Rate: 3e8, Capacity: 200}) {

@@ -19,7 +19,7 @@ import (
 var (
 	tenPerSec = Limit{Rate: 10, Burst: 5}                       // T = 100 ms
 	onePerSec = Limit{Rate: 1, Period: time.Second, Burst: 1}   // T = 1 s
-	threePS   = Limit{Rate: 3, Period: time.Second, Burst: 1}   // T = 333333.33 µs
+	threePS   = Limit{Rate: 3, Period: time.Second, Burst: 1}   // T = 333333.333334 µs
 	tenBurst  = Limit{Rate: 10, Period: time.Second, Burst: 10} // T = 100 ms
 	perMinute = Limit{Rate: 2, Period: time.Minute, Burst: 2}   // T = 30 s
 )
@@ -241,7 +241,7 @@ func TestConformanceMemory(t *testing.T) {
 
 func TestConformanceRedis(t *testing.T) {
 	rdb := redistest.Shared(t).Client(t)
-	// persisting: the keys of fine buckets live a millisecond, real time, where the
+	// persisting: the keys of fast buckets live a millisecond, real time, where the
 	// fake clock moves by microseconds.
 	runConformance(t, func(c Clock) Store { return NewRedisStore(persisting{rdb}, WithClock(c)) }, redistest.Prefix(t))
 }

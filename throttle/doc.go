@@ -20,15 +20,10 @@
 // context ends first, what it took goes back where the policy allows. See
 // docs/throttle-design.md for the state machines and the Lua replies.
 //
-// # Fine buckets
-//
-// A Limit or LeakyBucket faster than one token per microsecond, up to one per
-// nanosecond (a byte rate: 125,000,000 a second is a gigabit), keeps its T in
-// picoseconds and its TAT in µs and picoseconds, exactly, on Redis and in
-// memory alike. Slots stay whole µs: a grant acts at most 1 µs after the
-// instant its bucket booked it. Such a bucket books at most about 37 minutes
-// ahead (a longer wait, or a Cooldown longer than that, is cut to it, and
-// Reserve refuses what lies beyond), gives nothing back for a cancelled turn
-// under later ones (only the latest booking rolls back), and cannot be the
-// Ceiling of an [Adaptive].
+// A [Limit] or [LeakyBucket] keeps its rate exactly, from one token a year to
+// 10⁹ a second (a byte rate: 125,000,000 a second is a gigabit): its time
+// per token and its state are kept to the picosecond, on Redis and in
+// memory alike. Slots are whole microseconds, each the instant the bucket
+// booked rounded up, so a grant acts at most 1 µs after that instant and
+// never before it.
 package throttle

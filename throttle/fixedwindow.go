@@ -66,7 +66,7 @@ func (FixedWindow) kind() kind { return kindFW }
 // window is Window in microseconds.
 func (p FixedWindow) window() int64 { return int64(p.Window / time.Microsecond) }
 
-func (p FixedWindow) args() [3]int64 { return [3]int64{int64(p.Max), p.window()} }
+func (p FixedWindow) args() [4]int64 { return [4]int64{int64(p.Max), p.window()} }
 
 // share is Max/hosts, rounded down but at least 1, per the same Window.
 func (p FixedWindow) share(hosts int) algo {
@@ -123,14 +123,14 @@ func (m *fwModule) tail(now int64, n int, _ int64) (int64, bool, int64) {
 	return max(e, now, m.s.hold), true, 0
 }
 
-func (m *fwModule) commit(_, s int64, n int) int64 {
+func (m *fwModule) commit(_, s int64, n int) pico {
 	if ws := s / m.s.win; ws == m.s.w {
 		m.s.c += int64(n)
 	} else {
 		m.s.w, m.s.c = ws, int64(n)
 	}
 	m.kept, m.fresh = true, false
-	return m.s.w
+	return whole(m.s.w)
 }
 
 func (m *fwModule) figures(now int64) (int, int64) {
@@ -145,16 +145,16 @@ func (m *fwModule) figures(now int64) (int, int64) {
 	return left, max(0, end-now, m.s.hold-now)
 }
 
-func (m *fwModule) isTail(handle, _ int64, _ int) bool { return m.s.w == handle }
+func (m *fwModule) isTail(handle pico, _ int64, _ int) bool { return m.s.w == handle.us }
 
-func (m *fwModule) has(_, handle int64) bool { return !m.fresh && handle <= m.s.w }
+func (m *fwModule) has(_ int64, handle pico) bool { return !m.fresh && handle.us <= m.s.w }
 
-func (m *fwModule) rollback(_ int64, n int, _ int64, _ *holes) {
+func (m *fwModule) rollback(_ int64, n int, _ pico, _ *holes) {
 	m.s.c = max(0, m.s.c-int64(n))
 	m.kept = true
 }
 
-func (m *fwModule) release(int64, int, int64) {}
+func (m *fwModule) release(int64, int, pico) {}
 
 func (m *fwModule) holeTill(at int64) int64 { return (at/m.s.win + 1) * m.s.win }
 
@@ -179,4 +179,4 @@ func (m *fwModule) save() (memState, bool) {
 	return &s, true
 }
 
-func (m *fwModule) next(at int64, _ int) int64 { return at }
+func (m *fwModule) fromHole(*hole, int) pico { return pico{} }

@@ -9,7 +9,7 @@ import "sort"
 type hole struct {
 	at, till int64
 	n, n0    int
-	handle   int64
+	handle   pico
 }
 
 // maxHoles bounds a key's holes; past it a refund releases at once.
@@ -27,7 +27,7 @@ func (h hole) before(o hole) bool {
 	case h.at != o.at:
 		return h.at < o.at
 	case h.handle != o.handle:
-		return h.handle < o.handle
+		return h.handle.less(o.handle)
 	}
 	return h.n < o.n
 }
@@ -51,7 +51,7 @@ func (hs *holes) expire(now int64, m module) {
 	}
 	sortHoles(gone)
 	for _, h := range gone {
-		if h.handle != 0 {
+		if h.handle != (pico{}) {
 			m.release(now, h.n, h.handle)
 		}
 	}
@@ -74,25 +74,23 @@ func (hs *holes) best(t int64, n int) (int64, int) {
 	return at, i
 }
 
-// take serves n from hole i. What is left of it starts where m says a turn
-// after n starts.
-func (hs *holes) take(i, n int, m module) {
+// take serves n from hole i and returns the grant's handle. What is left
+// of it starts where m says a turn after n starts.
+func (hs *holes) take(i, n int, m module) pico {
 	h := &hs.list[i]
+	handle := m.fromHole(h, n)
 	if h.n -= n; h.n == 0 {
 		hs.drop(i, m)
-		return
 	}
-	if at := m.next(h.at, n); at != h.at {
-		h.at, h.till = at, m.holeTill(at)
-	}
+	return handle
 }
 
 // add makes a hole of a cancelled turn of n at `at`, or releases it at once
 // if its span is over or the key has maxHoles.
-func (hs *holes) add(now int64, m module, n int, at, handle int64) {
+func (hs *holes) add(now int64, m module, n int, at int64, handle pico) {
 	till := m.holeTill(at)
 	if till <= now || len(hs.list) >= maxHoles {
-		if handle != 0 {
+		if handle != (pico{}) {
 			m.release(now, n, handle)
 		}
 		return
@@ -127,7 +125,7 @@ func (hs *holes) clear(now int64, m module) {
 	}
 	sortHoles(hs.list)
 	for _, h := range hs.list {
-		if h.handle != 0 {
+		if h.handle != (pico{}) {
 			m.release(now, h.n, h.handle)
 		}
 	}

@@ -32,10 +32,10 @@ import (
 // back would put the next turn on top of the later one.
 //
 // The zero Period means one second. Rate must be positive and finite, no
-// faster than one token per nanosecond (T is Period/Rate rounded up to a
-// whole microsecond, as for Limit, or to a whole picosecond for a meter
-// faster than one token per microsecond: see "Fine buckets" in the package
-// documentation), and Capacity at least 1. The zero value is not valid.
+// faster than one token per nanosecond (T is Period/Rate to the picosecond,
+// as for Limit: turns are booked exactly, and each slot is its turn rounded
+// up to a whole microsecond), and Capacity at least 1. The zero value is not
+// valid.
 type LeakyBucket struct {
 	Rate     float64       // tokens per Period
 	Period   time.Duration // 0 means time.Second
@@ -44,9 +44,6 @@ type LeakyBucket struct {
 
 // limit is the token bucket with the same pace, for its interval arithmetic.
 func (b LeakyBucket) limit() Limit { return Limit{Rate: b.Rate, Period: b.Period, Burst: b.Capacity} }
-
-// interval is T in whole microseconds; see Limit.interval.
-func (b LeakyBucket) interval() int64 { return b.limit().interval() }
 
 // Validate reports why b cannot be used, or nil.
 func (b LeakyBucket) Validate() error {
@@ -62,12 +59,8 @@ func (b LeakyBucket) Validate() error {
 		return invalidf("capacity %d must be at least 1", b.Capacity)
 	case b.Capacity > maxBurst:
 		return invalidf("capacity %d is larger than %d", b.Capacity, maxBurst)
-	case l.exactInterval() < fineMinInterval:
-		return invalidf("rate %v per %v is faster than one token per nanosecond", b.Rate, l.period())
-	case l.exactInterval() > maxSpan || float64(l.interval())*float64(b.Capacity) > maxSpan: // the first: beyond it, interval may overflow
-		return invalidf("rate %v per %v with capacity %d takes longer than %v to drain", b.Rate, l.period(), b.Capacity, micros(maxSpan))
 	}
-	return nil
+	return checkPace(l.exactInterval(), b.Capacity, "capacity", "drain", l)
 }
 
 func (b LeakyBucket) check(n int) error {
@@ -89,14 +82,9 @@ func (b LeakyBucket) String() string {
 
 func (LeakyBucket) isPolicy() {}
 
-func (b LeakyBucket) kind() kind {
-	if b.limit().fine() {
-		return kindLF
-	}
-	return kindLB
-}
+func (LeakyBucket) kind() kind { return kindLB }
 
-func (b LeakyBucket) args() [3]int64 { return b.limit().args() }
+func (b LeakyBucket) args() [4]int64 { return b.limit().args() }
 
 // share is Rate/hosts and Capacity/hosts, at least 1, over the same Period.
 func (b LeakyBucket) share(hosts int) algo {
@@ -106,10 +94,7 @@ func (b LeakyBucket) share(hosts int) algo {
 }
 
 func (b LeakyBucket) open(st memState, now, cool int64) module {
-	if l := b.limit(); l.fine() {
-		return openFine(st, now, fineTicks(l.exactInterval()), int64(b.Capacity), cool, true)
-	}
-	return &lbModule{tatModule: openTAT(st, now, b.interval(), cool), capacity: int64(b.Capacity)}
+	return &lbModule{tatModule: openTAT(st, now, b.limit().pace(), cool), capacity: int64(b.Capacity)}
 }
 
 // lbModule is lua/lb.lua in Go.
@@ -118,26 +103,35 @@ type lbModule struct {
 	capacity int64
 }
 
+// tail: the turn is the TAT; n more fit if TAT − now + n·T <= capacity·T.
 func (m *lbModule) tail(now int64, n int, maxWait int64) (int64, bool, int64) {
-	ahead := m.tat - now
-	if over := ahead + int64(n)*m.t - m.capacity*m.t; over > 0 {
-		if maxWait < 0 || ahead <= maxWait {
-			return 0, false, over
+	ahead := m.tat.sub(whole(now))
+	if over := ahead.sub(m.t.times(m.capacity - int64(n))); whole(0).less(over) {
+		if maxWait < 0 || ahead.ceil() <= maxWait {
+			return 0, false, over.ceil()
 		}
-		return 0, false, ahead
+		return 0, false, ahead.ceil()
 	}
-	return m.tat, true, 0
+	return m.tat.ceil(), true, 0
 }
 
 func (m *lbModule) figures(now int64) (int, int64) {
-	ahead := m.tat - now
-	return int(max(0, m.capacity-ceilDiv(ahead, m.t))), ahead
+	return int(left(m.tat.sub(whole(now)), m.t, m.capacity)), m.tat.ceil() - now
 }
 
-func (m *lbModule) rollback(now int64, n int, handle int64, hs *holes) {
-	m.rollbackTo(m, handle, max(now, m.cool), hs)
+func (m *lbModule) rollback(now int64, n int, handle pico, hs *holes) {
+	m.rollbackTo(m, handle, whole(max(now, m.cool)), hs)
 }
 
-func (m *lbModule) hold(_, till int64) { m.tat = max(m.tat, till) }
+// hold: the next turn no sooner than till.
+func (m *lbModule) hold(_, till int64) { m.tat = maxPico(m.tat, whole(till)) }
 
-func (m *lbModule) next(at int64, n int) int64 { return at + int64(n)*m.t }
+// fromHole: the rest of the turn starts n·T after the instant the grant
+// takes, at the slot that rounds up to.
+func (m *lbModule) fromHole(h *hole, n int) pico {
+	at := m.instant(h)
+	h.handle = at.add(m.t.times(int64(n)))
+	h.at = h.handle.ceil()
+	h.till = m.holeTill(h.at)
+	return at
+}

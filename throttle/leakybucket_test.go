@@ -105,10 +105,10 @@ func TestLeakyBucketInvalidBeforeIO(t *testing.T) {
 }
 
 func TestLeakyBucketQuotaAndShare(t *testing.T) {
-	b := LeakyBucket{Rate: 3, Capacity: 6} // T = 333334 µs, rounded up
+	b := LeakyBucket{Rate: 3, Capacity: 6} // T = 333333.333334 µs, rounded up to a picosecond
 	m, d := b.Quota()
 	assert.Equal(t, 6, m)
-	assert.Equal(t, 6*333334*time.Microsecond, d)
+	assert.Equal(t, 2000001*time.Microsecond, d, "six T, rounded up to a µs")
 	assert.Equal(t, "3/1s leaky bucket, capacity 6", b.String())
 	assert.Equal(t, LeakyBucket{Rate: 1, Capacity: 2}, b.share(3))
 	assert.Equal(t, LeakyBucket{Rate: 0.5, Capacity: 1}, b.share(6).(LeakyBucket).share(1))
@@ -160,7 +160,7 @@ func TestLeakyBucketRedisKey(t *testing.T) {
 func TestPolicyLoadLeakyBucket(t *testing.T) {
 	pol := LeakyBucket{Rate: 100, Period: time.Second, Capacity: 64}
 	load := runPolicyLoad(t, pol, 2500*time.Millisecond)
-	T := pol.interval()
+	T := wholeT(t, pol.limit())
 	lo, hi := gaps(load.slots)
 	last := load.slots[len(load.slots)-1]
 	used := float64(len(load.slots)) / float64((last-load.start)/T+1)
@@ -189,7 +189,7 @@ func gaps(slots []int64) (lo, hi int64) {
 func TestLeakyBucketFullUnderLoad(t *testing.T) {
 	const workers = 32
 	pol := LeakyBucket{Rate: 100, Period: time.Second, Capacity: 8}
-	T := pol.interval()
+	T := wholeT(t, pol.limit())
 	rdb := redistest.Shared(t).Client(t)
 	var commands atomic.Int64
 	rdb.AddHook(countHook{&commands})
@@ -274,7 +274,7 @@ func TestLeakyBucketRandomAgreesAndHolds(t *testing.T) {
 	for seed := uint64(1); seed <= 24; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			p := pols[int(seed)%len(pols)]
-			leakyBucketRandom(t, p, seed, p.interval()) // a busy bucket: many turns cancelled under later ones
+			leakyBucketRandom(t, p, seed, p.limit().pace().ceil()) // a busy bucket: many turns cancelled under later ones
 		})
 	}
 }
@@ -287,7 +287,7 @@ func TestLeakyBucketRandomExpiry(t *testing.T) {
 	for seed := uint64(1); seed <= 12; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			p := pols[int(seed)%len(pols)]
-			leakyBucketRandom(t, p, seed, p.interval()*int64(p.Capacity)) // pauses that often empty the bucket
+			leakyBucketRandom(t, p, seed, p.limit().pace().times(int64(p.Capacity)).ceil()) // pauses that often empty the bucket
 		})
 	}
 }
@@ -296,20 +296,41 @@ func TestLeakyBucketRandomExpiry(t *testing.T) {
 // runRandom): no grant waits longer than the bucket holds, (Capacity−n)·T; a
 // refusal always has a RetryAfter; and the turns that stand (granted and not
 // cancelled), each n·T long, never overlap: the pace is never faster than T.
+// A slot is its turn's instant rounded up to a whole µs, so a wait w > 0
+// means the bucket held more than (w − 1) µs; the instant of a turn is its
+// handle, the TAT before it, or the earliest instant that rounds up to its
+// slot if that is later (tatModule.commit).
 func leakyBucketRandom(t *testing.T, p LeakyBucket, seed uint64, unit int64) {
-	T, c := p.interval(), int64(p.Capacity)
+	T, c := p.limit().pace(), int64(p.Capacity)
 	stand := standing(runRandom(t, p, seed, unit, true, func(s lockstepStep) {
 		switch {
 		case s.req == nil:
 		case s.d.granted:
-			require.LessOrEqual(t, s.d.wait+int64(s.req.one.N)*T, c*T, s.msg+" the bucket holds more than Capacity")
+			if s.d.wait > 0 {
+				held := whole(s.d.wait - 1).add(T.times(int64(s.req.one.N)))
+				require.True(t, held.less(T.times(c)), s.msg+" the bucket holds more than Capacity")
+			}
 		default:
 			require.Positive(t, s.d.wait, s.msg+" RetryAfter")
 		}
 	}))
 	require.NotEmpty(t, stand)
-	for i := 1; i < len(stand); i++ {
-		prev := stand[i-1]
-		require.GreaterOrEqual(t, stand[i].d.slot(), prev.d.slot()+int64(prev.req.one.N)*T, "turn %d starts before turn %d has gone through", i, i-1)
+	instant := func(g *windowGrant) pico { return maxPico(g.d.handle, before1(g.d.slot())) }
+	sort.SliceStable(stand, func(i, j int) bool { return instant(stand[i]).less(instant(stand[j])) })
+	for i, g := range stand {
+		require.Equal(t, g.d.slot(), instant(g).ceil(), "turn %d's slot is its instant rounded up", i)
+		if i > 0 {
+			prev := stand[i-1]
+			end := instant(prev).add(T.times(int64(prev.req.one.N)))
+			require.False(t, instant(g).less(end), "turn %d starts before turn %d has gone through", i, i-1)
+		}
 	}
+}
+
+// wholeT is l's T, which the test needs to be a whole number of µs.
+func wholeT(t *testing.T, l Limit) int64 {
+	t.Helper()
+	T := l.pace()
+	require.Zero(t, T.ps, "T of %v is not a whole number of µs", l)
+	return T.us
 }

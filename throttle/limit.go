@@ -12,8 +12,8 @@ import (
 //
 // The zero Period means one second. Rate must be positive and finite, Burst at
 // least 1, and a bucket may not refill faster than one token per nanosecond
-// (10⁹ a second). A bucket faster than one token per microsecond is kept in
-// picoseconds (see "Fine buckets" in the package documentation).
+// (10⁹ a second). Every rate is kept exactly, to the picosecond per token;
+// slots are whole microseconds, each the instant the bucket booked rounded up.
 type Limit struct {
 	Rate   float64       // tokens added per Period
 	Period time.Duration // 0 means time.Second
@@ -26,6 +26,8 @@ func PerSecond(rate float64, burst int) Limit {
 }
 
 const (
+	// minInterval is the shortest T, in µs: 10⁹ tokens a second.
+	minInterval = 1e-3
 	// maxBurst bounds a bucket's capacity.
 	maxBurst = 1 << 30
 	// maxSpan bounds how far ahead, in microseconds, a bucket's state may reach
@@ -45,24 +47,11 @@ func (l Limit) exactInterval() float64 {
 	return float64(l.period()) / float64(time.Microsecond) / l.Rate
 }
 
-// interval is T, the microseconds per token a bucket works in: Period/Rate
-// rounded up to a whole microsecond (a quotient within 1e-9 of a whole number
-// is that number, so float noise never costs a microsecond). Working in whole
-// microseconds keeps every store's arithmetic exact; rounding up means a bucket
-// never grants faster than its Limit, and at most 1 µs per token slower.
-func (l Limit) interval() int64 { return roundUp(l.exactInterval()) }
-
-// roundUp is x rounded up to a whole number, but a number within 1e-9·x of a
-// whole one is that one.
-func roundUp(x float64) int64 {
-	if r := math.Round(x); math.Abs(x-r) <= 1e-9*x {
-		return int64(r)
-	}
-	return int64(math.Ceil(x))
-}
-
-// fine reports that l is faster than one token per µs: a fine bucket (fine.go).
-func (l Limit) fine() bool { return l.exactInterval() < 1 }
+// pace is T, the time per token a bucket works in: Period/Rate in whole µs
+// and picoseconds, rounded up to a picosecond (paceOf). Rounding up means a
+// bucket never grants faster than its Limit, and it loses less than a
+// picosecond per token: under a millionth of the rate at 10⁶ a second.
+func (l Limit) pace() pico { return paceOf(l.exactInterval()) }
 
 // Validate reports why l cannot be used, or nil.
 func (l Limit) Validate() error {
@@ -70,32 +59,36 @@ func (l Limit) Validate() error {
 	return err
 }
 
-// validate checks l and returns its interval T, so a call computes it once;
-// T is 0 for a fine bucket, whose T is in ticks (fine.go).
-func (l Limit) validate() (int64, error) {
+// validate checks l and returns its T, so a call computes it once.
+func (l Limit) validate() (pico, error) {
 	switch {
 	case math.IsNaN(l.Rate) || math.IsInf(l.Rate, 0):
-		return 0, invalidf("rate %v is not a finite number", l.Rate)
+		return pico{}, invalidf("rate %v is not a finite number", l.Rate)
 	case l.Rate <= 0:
-		return 0, invalidf("rate %v must be positive", l.Rate)
+		return pico{}, invalidf("rate %v must be positive", l.Rate)
 	case l.Period < 0:
-		return 0, invalidf("period %v must not be negative", l.Period)
+		return pico{}, invalidf("period %v must not be negative", l.Period)
 	case l.Burst < 1:
-		return 0, invalidf("burst %d must be at least 1", l.Burst)
+		return pico{}, invalidf("burst %d must be at least 1", l.Burst)
 	case l.Burst > maxBurst:
-		return 0, invalidf("burst %d is larger than %d", l.Burst, maxBurst)
+		return pico{}, invalidf("burst %d is larger than %d", l.Burst, maxBurst)
 	}
-	if l.exactInterval() < fineMinInterval {
-		return 0, invalidf("rate %v per %v is faster than one token per nanosecond", l.Rate, l.period())
+	if err := checkPace(l.exactInterval(), l.Burst, "burst", "fill", l); err != nil {
+		return pico{}, err
 	}
-	if l.fine() {
-		return 0, nil
+	return l.pace(), nil
+}
+
+// checkPace checks a token or leaky bucket's interval x (µs) and size: no
+// faster than one token per nanosecond, and size·T within maxSpan.
+func checkPace(x float64, size int, what, verb string, l Limit) error {
+	if x < minInterval {
+		return invalidf("rate %v per %v is faster than one token per nanosecond", l.Rate, l.period())
 	}
-	t := l.interval()
-	if l.exactInterval() > maxSpan || float64(t)*float64(l.Burst) > maxSpan { // the first: beyond it, t may overflow
-		return 0, invalidf("rate %v per %v with burst %d takes longer than %v to fill", l.Rate, l.period(), l.Burst, time.Duration(maxSpan)*time.Microsecond)
+	if x*float64(size) > maxSpan {
+		return invalidf("rate %v per %v with %s %d takes longer than %v to %s", l.Rate, l.period(), what, size, micros(maxSpan), verb)
 	}
-	return t, nil
+	return nil
 }
 
 func (l Limit) check(n int) error {
@@ -109,19 +102,12 @@ func (l Limit) String() string {
 	return fmt.Sprintf("%g/%v burst %d", l.Rate, l.period(), l.Burst)
 }
 
-func (l Limit) kind() kind {
-	if l.fine() {
-		return kindTF
-	}
-	return kindTB
-}
+func (Limit) kind() kind { return kindTB }
 
-// args are T (in ticks for a fine bucket) and the burst.
-func (l Limit) args() [3]int64 {
-	if l.fine() {
-		return [3]int64{fineTicks(l.exactInterval()), int64(l.Burst)}
-	}
-	return [3]int64{l.interval(), int64(l.Burst)}
+// args are T's µs, the burst, 0 (a3: not adaptive) and T's picoseconds.
+func (l Limit) args() [4]int64 {
+	t := l.pace()
+	return [4]int64{t.us, int64(l.Burst), 0, t.ps}
 }
 
 // share is Rate/hosts per Period, and Burst/hosts rounded down but at least 1.
@@ -132,10 +118,7 @@ func (l Limit) share(hosts int) algo {
 }
 
 func (l Limit) open(st memState, now, cool int64) module {
-	if l.fine() {
-		return openFine(st, now, fineTicks(l.exactInterval()), int64(l.Burst), cool, false)
-	}
-	return &tbModule{tatModule: openTAT(st, now, l.interval(), cool), burst: int64(l.Burst)}
+	return &tbModule{tatModule: openTAT(st, now, l.pace(), cool), burst: int64(l.Burst)}
 }
 
 // tbModule is lua/tb.lua in Go.
@@ -144,21 +127,35 @@ type tbModule struct {
 	burst int64
 }
 
+// tail: n fit once the TAT after taking them is at most burst·T ahead.
 func (m *tbModule) tail(now int64, n int, _ int64) (int64, bool, int64) {
-	return max(now, m.tat+(int64(n)-m.burst)*m.t), true, 0
+	return max(now, m.tat.sub(m.t.times(m.burst-int64(n))).ceil()), true, 0
 }
 
 func (m *tbModule) figures(now int64) (int, int64) {
-	ahead := m.tat - now
-	return int(max(0, floorDiv(m.burst*m.t-ahead, m.t))), ahead
+	return int(left(m.tat.sub(whole(now)), m.t, m.burst)), m.tat.ceil() - now
 }
 
-func (m *tbModule) rollback(now int64, n int, handle int64, hs *holes) {
-	floor := now
+// left is what a bucket of size tokens of T holds when its TAT is ahead of
+// now: size − ⌈ahead/T⌉, at least 0 (for a token bucket that is
+// ⌊(size·T − ahead)/T⌋).
+func left(ahead, t pico, size int64) int64 {
+	if ahead.us >= fitsPS || t.us >= fitsPS { // the quotient must be small
+		if !ahead.less(t.times(size)) {
+			return 0
+		}
+	}
+	return max(0, size-ceilDivPico(ahead, t))
+}
+
+// rollback never undoes a cooldown: the TAT stays at or after its end + (burst−1)·T.
+func (m *tbModule) rollback(now int64, n int, handle pico, hs *holes) {
+	floor := whole(now)
 	if m.cool > 0 {
-		floor = max(floor, m.cool+(m.burst-1)*m.t)
+		floor = maxPico(floor, whole(m.cool).add(m.t.times(m.burst-1)))
 	}
 	m.rollbackTo(m, handle, floor, hs)
 }
 
-func (m *tbModule) hold(_, till int64) { m.tat = max(m.tat, till+(m.burst-1)*m.t) }
+// hold: nothing before till, then one token, then one per T.
+func (m *tbModule) hold(_, till int64) { m.tat = maxPico(m.tat, whole(till).add(m.t.times(m.burst-1))) }

@@ -91,9 +91,6 @@ func (l *Limiter) check(req *request) error {
 			return err
 		}
 		b.Limit = a
-		if k := a.kind(); (k == kindTF || k == kindLF) && (req.maxWait < 0 || req.maxWait > fineSpan) {
-			req.maxWait = fineSpan // fine.go: nothing booked beyond it
-		}
 		if _, ok := a.(Adaptive); ok {
 			if req.adapt != 0 && req.adapt != i+1 {
 				return invalidf("buckets %q and %q are both Adaptive: a call may adapt one bucket", req.at(req.adapt-1).Key, b.Key)

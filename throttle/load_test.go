@@ -134,7 +134,7 @@ func maxInSpan(slots []int64, span int64) int {
 func TestPolicyLoadTokenBucket(t *testing.T) {
 	l := Limit{Rate: 200, Burst: 10}
 	load := runPolicyLoad(t, l, 2*time.Second)
-	T := l.interval()
+	T := wholeT(t, l)
 	for i, s := range load.slots {
 		allowed := int64(l.Burst) + (s-load.start)/T
 		require.LessOrEqual(t, int64(i+1), allowed, "grant %d at +%d µs", i, s-load.start)

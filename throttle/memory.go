@@ -189,8 +189,8 @@ type memCall struct {
 	e0     int64 // the tail's earliest time
 	ok     bool  // the tail can queue n
 	retry  int64 // if not: its RetryAfter
-	handle int64
-	taken  fixedTB // an Adaptive bucket at its effective rate (t 0: not one)
+	handle pico
+	taken  fixedTB // an Adaptive bucket at its effective rate (burst 0: not one)
 }
 
 // open starts bucket b's part of a call at now, as the Lua modules' load and
@@ -277,7 +277,7 @@ func (m *memShard) decide(req request) decision {
 			d := decision{now: now, wait: wait, overShare: true}
 			for i := range cs {
 				m.close(&cs[i], now)
-				if cs[i].taken.t > 0 {
+				if cs[i].taken.burst > 0 {
 					d.taken = cs[i].taken
 				}
 			}
@@ -310,12 +310,12 @@ func (m *memShard) decide(req request) decision {
 
 	d := decision{now: now, wait: s - now}
 	for i := range cs {
-		if cs[i].taken.t > 0 {
+		if cs[i].taken.burst > 0 {
 			d.taken = cs[i].taken
 		}
 	}
 	if k > 1 {
-		d.handles = make([]int64, k-1)
+		d.handles = make([]pico, k-1)
 	}
 	switch {
 	case isRefused:
@@ -325,7 +325,7 @@ func (m *memShard) decide(req request) decision {
 		for i := range cs {
 			c := &cs[i]
 			if x, hi := c.hs.best(s, c.n); hi >= 0 && x == s {
-				c.hs.take(hi, c.n, c.m)
+				c.handle = c.hs.take(hi, c.n, c.m)
 			} else {
 				c.handle = c.m.commit(now, s, c.n)
 			}
@@ -364,7 +364,7 @@ func (m *memShard) refund(_ context.Context, req request, d decision, id string)
 	for i := 0; i < req.len(); i++ {
 		c := m.open(req.prefix, req.at(i), now)
 		switch h := d.handleAt(i); {
-		case h != 0 && c.m.isTail(h, slot, c.n):
+		case h != (pico{}) && c.m.isTail(h, slot, c.n):
 			c.m.rollback(now, c.n, h, &c.hs)
 		case c.m.has(now, h):
 			c.hs.add(now, c.m, c.n, slot, h)

@@ -37,16 +37,16 @@ func (l *Limiter) tryMemory(ctx context.Context, key string, p Limit, n int) (re
 	return res, true
 }
 
-// interval is p's T if p is valid and not fine: from the Limiter's memo of the last
+// interval is p's T if p is valid: from the Limiter's memo of the last
 // Limit it checked, or checked now and remembered (a program that takes
 // under one Limit checks it once).
-func (l *Limiter) interval(p Limit) (int64, bool) {
+func (l *Limiter) interval(p Limit) (pico, bool) {
 	if m := l.memo.Load(); m != nil && m.l == p {
 		return m.t, true
 	}
 	t, err := p.validate()
-	if err != nil || t == 0 { // invalid, or a fine bucket: the general path's
-		return 0, false
+	if err != nil { // invalid: the general path words the error
+		return pico{}, false
 	}
 	l.memo.Store(&limitMemo{l: p, t: t})
 	return t, true
@@ -55,12 +55,12 @@ func (l *Limiter) interval(p Limit) (int64, bool) {
 // limitMemo is a valid Limit and its T.
 type limitMemo struct {
 	l Limit
-	t int64
+	t pico
 }
 
 // tryLimit is reserve with no wait for n from token bucket key (T t, burst
 // burst), if the bucket has no holes (ok false: it has).
-func (m *MemoryStore) tryLimit(prefix, key string, t, burst int64, n int) (d decision, ok bool) {
+func (m *MemoryStore) tryLimit(prefix, key string, t pico, burst int64, n int) (d decision, ok bool) {
 	s := m.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -78,16 +78,18 @@ func (m *MemoryStore) tryLimit(prefix, key string, t, burst int64, n int) (d dec
 			}
 		}
 	}
-	tat := now
+	tat := whole(now)
 	if st != nil {
-		tat = max(st.tat, now)
+		tat = maxPico(st.tat, tat)
 	}
 	d.now = now
-	if e0 := max(now, tat+(int64(n)-burst)*t); e0 > now {
+	if e0 := tat.sub(t.times(burst - int64(n))).ceil(); e0 > now {
 		d.wait = e0 - now
 	} else {
+		// the slot is now, and the TAT at or after it: the booking counts
+		// from the TAT (tatModule.commit)
 		d.granted, d.handle = true, tat
-		tat += int64(n) * t
+		tat = tat.add(t.times(int64(n)))
 		switch {
 		case st != nil:
 			st.tat = tat
@@ -99,9 +101,8 @@ func (m *MemoryStore) tryLimit(prefix, key string, t, burst int64, n int) (d dec
 			s.entries[k] = ne
 		}
 	}
-	ahead := tat - now
-	d.remaining = int(max(0, floorDiv(burst*t-ahead, t)))
-	d.reset = ahead
+	d.remaining = int(left(tat.sub(whole(now)), t, burst))
+	d.reset = tat.ceil() - now
 	return d, true
 }
 

@@ -35,10 +35,7 @@ func (Limit) isPolicy() {}
 
 // Quota is Burst tokens, and the time an empty bucket takes to refill them.
 func (l Limit) Quota() (int, time.Duration) {
-	if l.fine() {
-		return l.Burst, micros(up(int64(l.Burst) * fineTicks(l.exactInterval())))
-	}
-	return l.Burst, micros(int64(l.Burst) * l.interval())
+	return l.Burst, micros(l.pace().times(int64(l.Burst)).ceil())
 }
 
 // algo is what every Policy is inside this package: its checks, its
@@ -61,8 +58,9 @@ type algo interface {
 	check(n int) error
 	// kind names the algorithm's Lua module and its state key's suffix.
 	kind() kind
-	// args are the policy's parameters as its module reads them (a1, a2, a3).
-	args() [3]int64
+	// args are the policy's parameters as its module reads them (a1, a2,
+	// a3, a4; a token or leaky bucket's T is a1 µs and a4 picoseconds).
+	args() [4]int64
 	// share is the policy cut to one host's share among hosts (FailLocal).
 	share(hosts int) algo
 	// open binds the key's state (nil: none) to the policy for one call at
@@ -79,12 +77,10 @@ const (
 	kindFW             // FixedWindow
 	kindSL             // SlidingLog
 	kindSW             // SlidingWindow
-	kindTF             // a fine Limit (fine.go)
-	kindLF             // a fine LeakyBucket
 	numKinds
 )
 
-var kindNames = [numKinds]string{"tb", "lb", "fw", "sl", "sw", "tf", "lf"}
+var kindNames = [numKinds]string{"tb", "lb", "fw", "sl", "sw"}
 
 func (k kind) String() string { return kindNames[k] }
 
@@ -151,19 +147,25 @@ type memState interface {
 
 // module is a policy's state on one key of a MemoryStore, bound to the
 // policy of one call: the twin of the policy's Lua module (see algo).
+//
+// A handle is what a refund of a booking needs: a token or leaky bucket's
+// TAT before it (a pico), a window's index or a log entry's time (in us).
 type module interface {
 	tail(now int64, n int, maxWait int64) (e int64, ok bool, retry int64)
-	commit(now, s int64, n int) (handle int64)
+	commit(now, s int64, n int) (handle pico)
 	figures(now int64) (remaining int, reset int64)
-	isTail(handle, slot int64, n int) bool
-	has(now, handle int64) bool
-	rollback(now int64, n int, handle int64, hs *holes)
-	release(now int64, n int, handle int64)
+	isTail(handle pico, slot int64, n int) bool
+	has(now int64, handle pico) bool
+	rollback(now int64, n int, handle pico, hs *holes)
+	release(now int64, n int, handle pico)
 	hold(now, till int64)
 	holeTill(at int64) int64
-	// next is where a turn that follows n at `at` starts: at, but n·T
-	// later on a leaky bucket, whose turns never coincide.
-	next(at int64, n int) int64
+	// fromHole is the handle of a grant of n served from hole h, which it
+	// moves on to where what is left of it starts: a window's grant has
+	// none (0), a token or leaky bucket's is the turn's instant, and a leaky
+	// bucket's turns never coincide, so the rest of its hole starts n·T
+	// later.
+	fromHole(h *hole, n int) pico
 	// flag is called when the key's holes come or go, where the Lua module's
 	// flag writes its state (a module whose state records that writes it).
 	flag()

@@ -225,8 +225,8 @@ func TestPrefetchNothingUnderContention(t *testing.T) {
 // gives back what an unused extra took on every policy: another process
 // then gets exactly what the two calls served left. (The sliding log's
 // rollback puts a stand-in at t − Window for the latest entry, out of every
-// window that can still matter, so it gives back too. A fine bucket refills
-// what an extra took within nanoseconds, so its extras are not given back:
+// window that can still matter, so it gives back too. A bucket of 10⁹ a
+// second refills what an extra took within nanoseconds, so its extras are not given back:
 // TestPrefetchNoGiveBackWhenRefilled.)
 func TestPrefetchGiveBackEveryPolicy(t *testing.T) {
 	for _, p := range []Policy{

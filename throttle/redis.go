@@ -98,11 +98,11 @@ func bucketKeys(keys []string, prefix string, b *Bucket) []string {
 	return append(keys, st, st+":holes", cooldownMarker(prefix, b.Key), ak)
 }
 
-// bucketArgs appends bucket b's five arguments: kind, n, a1, a2, a3.
+// bucketArgs appends bucket b's six arguments: kind, n, a1, a2, a3, a4.
 func bucketArgs(args []any, b *Bucket) []any {
 	a := b.algo()
 	p := a.args()
-	return append(args, a.kind().String(), b.N, p[0], p[1], p[2])
+	return append(args, a.kind().String(), b.N, p[0], p[1], p[2], p[3])
 }
 
 func (s *RedisStore) reserve(ctx context.Context, req request) (decision, error) {
@@ -116,7 +116,7 @@ func (s *RedisStore) reserve(ctx context.Context, req request) (decision, error)
 	}
 	n := req.len()
 	keys := make([]string, 0, 4*n)
-	args := make([]any, 2, 2+5*n)
+	args := make([]any, 2, 2+6*n)
 	args[0], args[1] = s.now(), strconv.FormatInt(req.maxWait, 10)
 	for i := 0; i < n; i++ {
 		keys = bucketKeys(keys, req.prefix, req.at(i))
@@ -150,7 +150,7 @@ func (s *RedisStore) reserveBatch(ctx context.Context, reqs []request) ([]decisi
 	}
 	n, m := req.len(), len(reqs)
 	keys := make([]string, 0, 4*n)
-	args := make([]any, 2+m, 2+m+5*n)
+	args := make([]any, 2+m, 2+m+6*n)
 	args[0], args[1] = s.now(), m
 	for i := range reqs {
 		args[2+i] = reqs[i].maxWait
@@ -190,12 +190,21 @@ func (s *RedisStore) reserveLean(ctx context.Context, reqs []request) ([]decisio
 	a := b.algo()
 	prefix := reqs[0].prefix
 	m := len(reqs)
-	// now, n, a1, a2, a3, then each call's longest wait (the lean scripts
-	// know their kind, and count the calls by the arguments: every
-	// argument costs the server about 0.05 µs)
+	// now, n, a1, a2, a3 (for a token or leaky bucket a4, T's picoseconds,
+	// in place of a3, and a3 after it only if the bucket is adaptive), then
+	// each call's longest wait (the lean scripts know their kind, and count
+	// the calls by the arguments: every argument costs the server time)
 	p := a.args()
-	args := make([]any, 0, 5+m)
-	args = append(args, s.now(), b.N, p[0], p[1], p[2])
+	args := make([]any, 0, 6+m)
+	args = append(args, s.now(), b.N, p[0], p[1])
+	switch k := a.kind(); {
+	case k != kindTB && k != kindLB:
+		args = append(args, p[2])
+	case reqs[0].adapt != 0:
+		args = append(args, p[3], p[2])
+	default:
+		args = append(args, p[3])
+	}
 	for i := range reqs {
 		args = append(args, reqs[i].maxWait)
 	}
@@ -233,27 +242,30 @@ func (s *RedisStore) reserveLean(ctx context.Context, reqs []request) ([]decisio
 }
 
 // atOnce reads lua/reserve_tat.lua's reply to a batch of m calls of n
-// tokens: its head (k, now, the TAT before the batch, T and burst), then the
-// replies of the calls after the first k, which were granted at once, one
-// n·T after the other; it writes those k out as the loop of the script
-// would have.
+// tokens: its head (k, now, the TAT before the batch as µs and
+// picoseconds, T as µs and picoseconds, and the burst), then the replies of
+// the calls after the first k, which were granted at once, one n·T after
+// the other; it writes those k out as the loop of the script would have.
 func atOnce(v []int64, n int64, m int, adaptive bool) ([]decision, error) {
-	if len(v) < 5 {
+	const head = 7
+	if len(v) < head {
 		return nil, fmt.Errorf("bad batch reply of %d fields", len(v))
 	}
-	k, now, tat, T, burst := v[0], v[1], v[2], v[3], v[4]
-	if k < 0 || k > int64(m) || now < 0 || tat < now || T <= 0 {
-		return nil, fmt.Errorf("bad batch reply head %v", v[:5])
+	k, now, tat, T, burst := v[0], v[1], pico{v[2], v[3]}, pico{v[4], v[5]}, v[6]
+	if k < 0 || k > int64(m) || now < 0 || tat.less(whole(now)) || !okPS(tat.ps) || !okPS(T.ps) ||
+		!whole(0).less(T) || burst < 1 {
+		return nil, fmt.Errorf("bad batch reply head %v", v[:head])
 	}
-	rest, err := decisions(v[5:], 1, m-int(k), adaptive)
+	rest, err := decisions(v[head:], 1, m-int(k), adaptive)
 	if err != nil {
 		return nil, err
 	}
 	ds := make([]decision, m)
+	nT := T.times(n)
 	for j := range k {
-		handle := tat + j*n*T
-		ahead := handle + n*T - now
-		d := decision{granted: true, remaining: int(max(0, burst-ceilDiv(ahead, T))), reset: ahead, now: now, handle: handle}
+		handle := tat.add(nT.times(j))
+		after := handle.add(nT)
+		d := decision{granted: true, remaining: int(left(after.sub(whole(now)), T, burst)), reset: after.ceil() - now, now: now, handle: handle}
 		if adaptive {
 			d.taken = fixedTB{t: T, burst: burst}
 		}
@@ -262,6 +274,9 @@ func atOnce(v []int64, n int64, m int, adaptive bool) ([]decision, error) {
 	copy(ds[k:], rest)
 	return ds, nil
 }
+
+// okPS reports that ps is a pico's picoseconds, from 0 to 10⁶ − 1.
+func okPS(ps int64) bool { return ps >= 0 && ps < psPerUs }
 
 // counts checks that a script's reply v is want non-negative integers.
 func counts(v []int64, want int) error {
@@ -278,13 +293,14 @@ func counts(v []int64, want int) error {
 
 // decisions reads the replies of m calls of n buckets each, one after the
 // other: granted (1, or 2 for a tenant over its share), wait, remaining,
-// reset, now, then a handle for each bucket, and for an adaptive bucket the
-// T and burst it was taken at (lua/reserve.lua). Every field is a
-// non-negative integer.
+// reset, now, then a handle for each bucket (two integers: µs, or a
+// window's index, and picoseconds), and for an adaptive bucket the T (µs
+// and picoseconds) and burst it was taken at (lua/reserve.lua). Every
+// field is a non-negative integer.
 func decisions(v []int64, n, m int, adaptive bool) ([]decision, error) {
-	per := 5 + n
+	per := 5 + 2*n
 	if adaptive {
-		per += 2
+		per += 3
 	}
 	if err := counts(v, per*m); err != nil {
 		return nil, err
@@ -293,14 +309,26 @@ func decisions(v []int64, n, m int, adaptive bool) ([]decision, error) {
 	for i := range ds {
 		f := v[i*per : (i+1)*per : (i+1)*per]
 		d := decision{granted: f[0] == 1, overShare: f[0] == 2, wait: f[1], remaining: int(f[2]), reset: f[3], now: f[4]}
+		for j := range n {
+			if !okPS(f[6+2*j]) {
+				return nil, fmt.Errorf("bad reply field %d: %d", i*per+6+2*j, f[6+2*j])
+			}
+		}
 		if d.granted {
-			d.handle = f[5]
+			d.handle = pico{f[5], f[6]}
 			if n > 1 {
-				d.handles = f[6 : 5+n]
+				d.handles = make([]pico, n-1)
+				for j := range d.handles {
+					d.handles[j] = pico{f[7+2*j], f[8+2*j]}
+				}
 			}
 		}
 		if adaptive {
-			d.taken = fixedTB{t: f[5+n], burst: f[6+n]}
+			t := pico{f[5+2*n], f[6+2*n]}
+			if !okPS(t.ps) {
+				return nil, fmt.Errorf("bad reply field %d: %d", i*per+6+2*n, t.ps)
+			}
+			d.taken = fixedTB{t: t, burst: f[7+2*n]}
 		}
 		ds[i] = d
 	}
@@ -310,14 +338,15 @@ func decisions(v []int64, n, m int, adaptive bool) ([]decision, error) {
 func (s *RedisStore) refund(ctx context.Context, req request, d decision, id string) (bool, error) {
 	n := req.len()
 	keys := make([]string, 0, 4*n+1)
-	args := make([]any, 3, 3+6*n)
+	args := make([]any, 3, 3+8*n)
 	args[0], args[1], args[2] = s.now(), strconv.FormatInt(d.slot(), 10), id
 	for i := 0; i < n; i++ {
 		keys = bucketKeys(keys, req.prefix, req.at(i))
 		args = bucketArgs(args, req.at(i))
 	}
 	for i := 0; i < n; i++ {
-		args = append(args, d.handleAt(i))
+		h := d.handleAt(i)
+		args = append(args, h.us, h.ps)
 	}
 	keys = append(keys, keys[0]+":refund:"+id)
 	v, err := bucketScripts[scriptRefund][req.kind()].Run(ctx, s.rdb, keys, args...).Int64()
@@ -333,9 +362,10 @@ func (s *RedisStore) refund(ctx context.Context, req request, d decision, id str
 func (s *RedisStore) giveBack(ctx context.Context, req request, ds []decision, id string) (int, error) {
 	keys := bucketKeys(make([]string, 0, 5), req.prefix, &req.one)
 	keys = append(keys, keys[0]+":refund:"+id)
-	args := bucketArgs(append(make([]any, 0, 6+2*len(ds)), s.now()), &req.one)
+	args := bucketArgs(append(make([]any, 0, 7+3*len(ds)), s.now()), &req.one)
 	for i := len(ds) - 1; i >= 0; i-- {
-		args = append(args, ds[i].handleAt(0), ds[i].slot())
+		h := ds[i].handleAt(0)
+		args = append(args, h.us, h.ps, ds[i].slot())
 	}
 	v, err := bucketScripts[scriptGiveBack][req.kind()].Run(ctx, s.rdb, keys, args...).Int64()
 	if err != nil {

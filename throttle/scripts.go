@@ -9,7 +9,7 @@ import (
 
 // The bucket scripts are composed from files in lua/: now.lua, prelude.lua
 // and holes.lua, the modules of the policies a call uses (tat.lua, then
-// tb.lua, lb.lua, fw.lua, sl.lua, sw.lua; fine.lua for tf and lf), then the operation's main file
+// tb.lua, lb.lua, fw.lua, sl.lua, sw.lua), then the operation's main file
 // (reserve's after share.lua).
 // A call whose buckets share one policy runs the script with that module
 // only; a call mixing policies runs the one with every module. Each file's
@@ -33,8 +33,6 @@ var (
 	slLua string
 	//go:embed lua/sw.lua
 	swLua string
-	//go:embed lua/fine.lua
-	fineLua string
 
 	//go:embed lua/share.lua
 	shareLua string
@@ -69,9 +67,9 @@ var (
 
 	cooldownLeftScript = newScript(cooldownLeftLua)
 	adaptScript        = newScript(adaptLua)
-	reserveTBScript    = newScript("local tb = true\n" + reserveTATLua)
-	reserveLBScript    = newScript("local tb = false\n" + reserveTATLua)
-	reserveATScript    = newScript(intLua + "\nlocal tb = true\n" + reserveTATLua) // an adaptive bucket: int.lua's atrate
+	reserveTBScript    = newScript("local tb, adaptive = true, false\n" + reserveTATLua)
+	reserveLBScript    = newScript("local tb, adaptive = false, false\n" + reserveTATLua)
+	reserveATScript    = newScript(intLua + "\nlocal tb, adaptive = true, true\n" + reserveTATLua) // an adaptive bucket: int.lua's atrate
 	reserveFWScript    = newScript(reserveFWLua)
 	reserveSLScript    = newScript(reserveSLLua)
 	reserveSWScript    = newScript(reserveSWLua)
@@ -101,10 +99,8 @@ var bucketScripts = func() (s [numScriptOps][numKinds + 1]*redis.Script) {
 		kindFW: fwLua,
 		kindSL: slLua,
 		kindSW: swLua,
-		kindTF: fineLua,
-		kindLF: fineLua,
 	}
-	all := tatLua + tbLua + lbLua + fwLua + slLua + swLua + fineLua
+	all := tatLua + tbLua + lbLua + fwLua + slLua + swLua
 	mains := [numScriptOps]string{
 		scriptReserve:  shareLua + "\n" + reserveLua + "\n" + reserveOneLua,
 		scriptBatch:    shareLua + "\n" + reserveLua + "\n" + reserveBatchLua,

@@ -70,7 +70,7 @@ func (SlidingLog) isPolicy() {}
 
 func (SlidingLog) kind() kind { return kindSL }
 
-func (l SlidingLog) args() [3]int64 { return [3]int64{int64(l.Max), l.window()} }
+func (l SlidingLog) args() [4]int64 { return [4]int64{int64(l.Max), l.window()} }
 
 // share is Max/hosts, at least 1, in the same Window.
 func (l SlidingLog) share(hosts int) algo {
@@ -153,7 +153,7 @@ func (m *slModule) tail(now int64, n int, _ int64) (int64, bool, int64) {
 	return max(m.l.earliest(m.log, now, n), m.cool), true, 0
 }
 
-func (m *slModule) commit(_, s int64, n int) int64 {
+func (m *slModule) commit(_, s int64, n int) pico {
 	for range n {
 		m.log = append(m.log, s)
 	}
@@ -161,7 +161,7 @@ func (m *slModule) commit(_, s int64, n int) int64 {
 		m.log = m.log[drop:]
 	}
 	m.wrote = true
-	return s
+	return whole(s)
 }
 
 func (m *slModule) figures(now int64) (int, int64) { return m.l.status(m.log, now) }
@@ -173,14 +173,14 @@ func (m *slModule) last() (int64, bool) {
 	return m.log[len(m.log)-1], true
 }
 
-func (m *slModule) isTail(handle, _ int64, _ int) bool {
+func (m *slModule) isTail(handle pico, _ int64, _ int) bool {
 	last, ok := m.last()
-	return ok && last == handle
+	return ok && last == handle.us
 }
 
-func (m *slModule) has(now, handle int64) bool {
+func (m *slModule) has(now int64, handle pico) bool {
 	last, ok := m.last()
-	return ok && last > now && handle <= last
+	return ok && last > now && handle.us <= last
 }
 
 // rollback takes up to n entries equal to the reservation's time t off the
@@ -198,7 +198,8 @@ func (m *slModule) has(now, handle int64) bool {
 // share the window ending at t, so there are at most Max−n of them, and the
 // log still holds at least that many entries after t−Window.) Each entry only
 // moves earlier, so the log is never stricter than before.
-func (m *slModule) rollback(now int64, n int, t int64, _ *holes) {
+func (m *slModule) rollback(now int64, n int, handle pico, _ *holes) {
+	t := handle.us
 	log := m.log
 	if len(log) == 0 {
 		return
@@ -232,7 +233,7 @@ func (m *slModule) rollback(now int64, n int, t int64, _ *holes) {
 	m.wrote = true
 }
 
-func (m *slModule) release(now int64, n int, t int64) { m.rollback(now, n, t, nil) }
+func (m *slModule) release(now int64, n int, t pico) { m.rollback(now, n, t, nil) }
 
 func (m *slModule) holeTill(at int64) int64 { return at + 1 }
 
@@ -247,4 +248,4 @@ func (m *slModule) save() (memState, bool) {
 	return &slidingLogState{log: m.log, until: m.log[len(m.log)-1] + m.l.window()}, m.wrote
 }
 
-func (m *slModule) next(at int64, _ int) int64 { return at }
+func (m *slModule) fromHole(*hole, int) pico { return pico{} }

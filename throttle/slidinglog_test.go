@@ -219,7 +219,7 @@ func TestSlidingLogLargestMax(t *testing.T) {
 			}
 			d, err := store.reserve(ctx, req(maxLogMax))
 			require.NoError(t, err)
-			assert.Equal(t, decision{granted: true, remaining: 0, reset: 1000000, now: base.UnixMicro(), handle: base.UnixMicro()}, d)
+			assert.Equal(t, decision{granted: true, remaining: 0, reset: 1000000, now: base.UnixMicro(), handle: whole(base.UnixMicro())}, d)
 			clock.at(1000)
 			booked, err := store.reserve(ctx, req(2500))
 			require.NoError(t, err)

@@ -121,7 +121,9 @@ func (p SlidingWindow) slotLen() int64 { return p.window() / int64(p.slots()) }
 
 func (SlidingWindow) kind() kind { return kindSW }
 
-func (p SlidingWindow) args() [3]int64 { return [3]int64{int64(p.Max), p.slotLen(), int64(p.slots())} }
+func (p SlidingWindow) args() [4]int64 {
+	return [4]int64{int64(p.Max), p.slotLen(), int64(p.slots())}
+}
 
 // share is Max/hosts, rounded down but at least 1, over the same Window and Slots.
 func (p SlidingWindow) share(hosts int) algo {
@@ -208,7 +210,7 @@ func (m *swModule) write() {
 	m.fresh, m.wrote = false, true
 }
 
-func (m *swModule) commit(_, s int64, n int) int64 {
+func (m *swModule) commit(_, s int64, n int) pico {
 	j := floorDiv(s, m.L)
 	m.write()
 	m.count[j] += int64(n)
@@ -218,7 +220,7 @@ func (m *swModule) commit(_, s int64, n int) int64 {
 			delete(m.count, i)
 		}
 	}
-	return j
+	return whole(j)
 }
 
 // figures: what a request could have at once (nothing while a later slot has
@@ -248,11 +250,12 @@ func (m *swModule) figures(now int64) (int, int64) {
 	return remaining, max(0, end-now)
 }
 
-func (m *swModule) isTail(handle, _ int64, _ int) bool { return m.booked && m.b == handle }
+func (m *swModule) isTail(handle pico, _ int64, _ int) bool { return m.booked && m.b == handle.us }
 
-func (m *swModule) has(_, handle int64) bool { return m.booked && handle <= m.b }
+func (m *swModule) has(_ int64, handle pico) bool { return m.booked && handle.us <= m.b }
 
-func (m *swModule) rollback(_ int64, n int, j int64, _ *holes) {
+func (m *swModule) rollback(_ int64, n int, handle pico, _ *holes) {
+	j := handle.us
 	c, ok := m.count[j]
 	if m.fresh || !ok {
 		return
@@ -265,7 +268,7 @@ func (m *swModule) rollback(_ int64, n int, j int64, _ *holes) {
 	}
 }
 
-func (m *swModule) release(now int64, n int, j int64) { m.rollback(now, n, j, nil) }
+func (m *swModule) release(now int64, n int, j pico) { m.rollback(now, n, j, nil) }
 
 func (m *swModule) holeTill(t int64) int64 { return (floorDiv(t, m.L) + 1) * m.L }
 
@@ -298,4 +301,4 @@ func (m *swModule) save() (memState, bool) {
 // ceilDiv is a/b rounded up, for a ≥ 0 and b > 0.
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
-func (m *swModule) next(at int64, _ int) int64 { return at }
+func (m *swModule) fromHole(*hole, int) pico { return pico{} }

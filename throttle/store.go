@@ -76,7 +76,7 @@ func (r *request) len() int { return 1 + len(r.more) }
 // took puts r's Adaptive bucket, as decision d took it, in its place: a
 // refund of the call gives back what it took, at the rate it took it.
 func (r *request) took(d decision) {
-	if r.adapt == 0 || d.taken.t <= 0 {
+	if r.adapt == 0 || d.taken.burst <= 0 {
 		return
 	}
 	b := r.at(r.adapt - 1)
@@ -116,19 +116,19 @@ type decision struct {
 	remaining int     // fewest left in any bucket
 	reset     int64   // µs until every bucket could grant its most at once
 	now       int64   // the store's time of the decision, µs
-	handle    int64   // the first bucket's handle after a grant: what a refund needs
-	handles   []int64 // the other buckets'
-	taken     fixedTB // the Adaptive bucket as the call took it (t 0: none)
+	handle    pico    // the first bucket's handle after a grant: what a refund needs
+	handles   []pico  // the other buckets'
+	taken     fixedTB // the Adaptive bucket as the call took it (burst 0: none)
 }
 
-func (d *decision) handleAt(i int) int64 {
+func (d *decision) handleAt(i int) pico {
 	if i == 0 {
 		return d.handle
 	}
 	return d.handles[i-1]
 }
 
-func (d *decision) setHandle(i int, h int64) {
+func (d *decision) setHandle(i int, h pico) {
 	if i == 0 {
 		d.handle = h
 	} else {

@@ -1,48 +1,58 @@
 package throttle
 
 // tatState is a token or leaky bucket's state in a MemoryStore, as
-// lua/tat.lua keeps it: the TAT in µs, the time at which the bucket has
-// caught up with everything booked.
-type tatState struct{ tat int64 }
+// lua/tat.lua keeps it: the TAT, the instant at which the bucket has caught
+// up with everything booked, exactly (pico).
+type tatState struct{ tat pico }
 
-func (s *tatState) idleAt(now int64) bool { return s.tat <= now }
+func (s *tatState) idleAt(now int64) bool { return !whole(now).less(s.tat) }
 
 // tatModule is lua/tat.lua in Go: what token and leaky buckets share.
 type tatModule struct {
-	tat  int64     // never before now
-	t    int64     // µs per token
+	tat  pico      // never before now
+	t    pico      // T, the time per token
 	cool int64     // the cooldown's end, 0: none
 	st   *tatState // the key's state, if it has one: save writes it in place
 }
 
-func openTAT(st memState, now, t, cool int64) tatModule {
-	m := tatModule{tat: now, t: t, cool: cool}
+func openTAT(st memState, now int64, t pico, cool int64) tatModule {
+	m := tatModule{tat: whole(now), t: t, cool: cool}
 	if s, ok := st.(*tatState); ok {
 		m.st = s
-		m.tat = max(s.tat, now)
+		m.tat = maxPico(s.tat, m.tat)
 	}
 	return m
 }
 
-// commit books n at s; the handle is the TAT before, as in lua/tat.lua.
-func (m *tatModule) commit(_, s int64, n int) int64 {
+// commit books n at slot s, counted from the earliest instant that rounds
+// up to s (before1) or the TAT, whichever is later, so that a turn taken
+// later than the bucket alone needed (another bucket of the call was
+// slower) is counted where it is used, and a bucket alone never loses the
+// part of a µs its slot was rounded up by. The handle is the TAT before.
+func (m *tatModule) commit(_, s int64, n int) pico {
 	before := m.tat
-	m.tat = max(m.tat, s) + int64(n)*m.t
+	m.tat = m.after(before, s, n)
 	return before
 }
 
 // after is the TAT a booking of n at slot left, from its handle.
-func (m *tatModule) after(handle, slot int64, n int) int64 { return max(handle, slot) + int64(n)*m.t }
+func (m *tatModule) after(handle pico, slot int64, n int) pico {
+	return maxPico(handle, before1(slot)).add(m.t.times(int64(n)))
+}
 
-func (m *tatModule) isTail(handle, slot int64, n int) bool { return m.tat == m.after(handle, slot, n) }
+func (m *tatModule) isTail(handle pico, slot int64, n int) bool {
+	return m.tat == m.after(handle, slot, n)
+}
 
-func (m *tatModule) has(now, handle int64) bool { return m.tat > now && handle <= m.tat }
+func (m *tatModule) has(now int64, handle pico) bool {
+	return whole(now).less(m.tat) && !m.tat.less(handle)
+}
 
 // rollbackTo gives back the latest booking and then each whole hole left at
 // the tail, never moving the TAT before floor; self is the module that embeds m.
-func (m *tatModule) rollbackTo(self module, handle, floor int64, hs *holes) {
+func (m *tatModule) rollbackTo(self module, handle, floor pico, hs *holes) {
 	t := handle
-	for t > floor {
+	for floor.less(t) {
 		i := hs.index(func(h hole) bool { return h.n == h.n0 && m.after(h.handle, h.at, h.n0) == t })
 		if i < 0 {
 			break
@@ -50,10 +60,10 @@ func (m *tatModule) rollbackTo(self module, handle, floor int64, hs *holes) {
 		t = hs.list[i].handle
 		hs.drop(i, self)
 	}
-	m.tat = max(t, floor)
+	m.tat = maxPico(t, floor)
 }
 
-func (m *tatModule) release(int64, int, int64) {}
+func (m *tatModule) release(int64, int, pico) {}
 
 func (m *tatModule) holeTill(at int64) int64 { return at + 1 }
 
@@ -69,4 +79,11 @@ func (m *tatModule) save() (memState, bool) {
 	return m.st, true
 }
 
-func (m *tatModule) next(at int64, _ int) int64 { return at }
+// instant is when the turn of hole h was booked: its handle is the TAT
+// before it, its at its slot (after).
+func (m *tatModule) instant(h *hole) pico { return maxPico(h.handle, before1(h.at)) }
+
+// fromHole: a grant from a hole has the turn's instant for its handle, as
+// the TAT before a booking at that instant would be; on a token bucket the
+// rest of the hole stays where it is.
+func (m *tatModule) fromHole(h *hole, _ int) pico { return m.instant(h) }

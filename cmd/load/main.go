@@ -316,7 +316,8 @@ func (r *report) print(w io.Writer, c config) {
 	if eval, ok := r.hot["eval"]; ok {
 		rr, single, co := r.hot["redis_rate"], r.hot["single"], r.hot["coalesced"]
 		hk := fmt.Sprintf("2 processes × %d goroutines, one key, %g/s burst %d", c.hotWorkers, c.hotRate, c.hotBurst)
-		// A T of whole µs rounded up is slower than the rate asked for (400 k/s: 3 µs, 333,333/s).
+		// T is Period/Rate rounded up to a picosecond: a bucket never grants
+		// faster than asked, and says so if it grants measurably slower.
 		burst, refill := throttle.Limit{Rate: c.hotRate, Period: time.Second, Burst: c.hotBurst}.Quota()
 		if own := float64(burst) / refill.Seconds(); own < 0.999*c.hotRate {
 			hk += fmt.Sprintf(", which grants %.0f/s", own)

@@ -4,7 +4,7 @@
 -- KEYS      the bucket's four keys (prelude.lua)
 -- ARGV[1]   now in µs, or "" to read Redis TIME
 -- ARGV[2]   d, the cooldown in µs (> 0)
--- ARGV[3..7] the bucket: kind, n (unused), a1, a2, a3
+-- ARGV[3..8] the bucket: kind, n (unused), a1, a2, a3, a4
 --
 -- Reply: µs from now until the bucket grants its next single unit (>= d; more
 -- if it was already booked further). A cooldown never shortens one in place.

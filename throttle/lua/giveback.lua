@@ -10,8 +10,8 @@
 --
 -- KEYS        the bucket's four keys (prelude.lua), then the marker
 -- ARGV[1]     now in µs, or "" to read Redis TIME
--- ARGV[2..6]  kind, n, a1, a2, a3 (prelude.lua)
--- ARGV[7..]   the grants, latest first: handle, slot, handle, slot...
+-- ARGV[2..7]  kind, n, a1, a2, a3, a4 (prelude.lua)
+-- ARGV[8..]   the grants, latest first: handle (two integers) and slot each
 --
 -- Reply: how many were given back.
 
@@ -21,10 +21,10 @@ local m = M[b.kind]
 m.load(b)
 H.load(b)
 local gave = 0
-for i = 7, #ARGV, 2 do
-  local handle, slot = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
-  if handle == 0 or not m.istail(b, handle, slot) then break end
-  m.rollback(b, b.n, handle)
+for i = 8, #ARGV, 3 do
+  local handle, hf, slot = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+  if (handle == 0 and hf == 0) or not m.istail(b, handle, slot, hf) then break end
+  m.rollback(b, b.n, handle, hf)
   gave = gave + 1
 end
 return gave

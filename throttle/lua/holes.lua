@@ -13,20 +13,25 @@
 -- only wastes it).
 --
 -- KEYS: the bucket's holes key, a sorted set scored by till, members
--- "at:till:n:n0:handle:id" (n left of n0 given back; handle the reservation's
--- module handle, 0 for a turn that was itself taken from a hole, which is not
--- released). At most maxholes per bucket: past that a refund releases at
--- once. The key expires with the bucket's state key (prelude.lua's expire).
+-- "at:till:n:n0:handle.hf:id" (n left of n0 given back; handle.hf the
+-- reservation's module handle, its two integers, 0.0 for a turn that was
+-- itself taken from a hole, which is not released). A member of another
+-- form (sluice before handles had two integers) is skipped: its turn is
+-- lost, as that of a hole nobody takes. At most maxholes per bucket: past
+-- that a refund releases at once. The key expires with the bucket's state
+-- key (prelude.lua's expire).
 
 local maxholes = 1000
 
 local function parsehole(m)
-  local at, till, n, n0, handle = string.match(m, "^(%d+):(%d+):(%d+):(%d+):(%d+):")
-  return {at = tonumber(at), till = tonumber(till), n = tonumber(n), n0 = tonumber(n0), handle = tonumber(handle), m = m}
+  local at, till, n, n0, handle, hf = string.match(m, "^(%d+):(%d+):(%d+):(%d+):(%d+)%.(%d+):")
+  if not hf then return nil end
+  return {at = tonumber(at), till = tonumber(till), n = tonumber(n), n0 = tonumber(n0),
+    handle = tonumber(handle), hf = tonumber(hf), m = m}
 end
 
 local function holemember(h, id)
-  return fmt(h.at) .. ":" .. fmt(h.till) .. ":" .. h.n .. ":" .. h.n0 .. ":" .. fmt(h.handle) .. ":" .. id
+  return fmt(h.at) .. ":" .. fmt(h.till) .. ":" .. h.n .. ":" .. h.n0 .. ":" .. fmt(h.handle) .. "." .. fmt(h.hf) .. ":" .. id
 end
 
 -- holes are taken and released in one order, which holes.go keeps too:
@@ -35,8 +40,12 @@ local function before(x, y)
   if x.till ~= y.till then return x.till < y.till end
   if x.at ~= y.at then return x.at < y.at end
   if x.handle ~= y.handle then return x.handle < y.handle end
+  if x.hf ~= y.hf then return x.hf < y.hf end
   return x.n < y.n
 end
+
+-- served is whether hole h was a turn itself taken from a hole (handle 0).
+local function served(h) return h.handle == 0 and h.hf == 0 end
 
 -- H.load reads b's live holes into b.holes. Unless readonly, it first
 -- releases and removes those whose span is over.
@@ -55,7 +64,7 @@ function H.load(b, readonly)
     for _, m in ipairs(gone) do hs[#hs + 1] = parsehole(m) end
     table.sort(hs, before)
     for _, h in ipairs(hs) do
-      if h.handle ~= 0 then M[b.kind].release(b, h.n, h.handle, h.at) end
+      if not served(h) then M[b.kind].release(b, h.n, h.handle, h.at) end
     end
     redis.call("ZREMRANGEBYSCORE", b.hkey, "-inf", fmt(now))
   end
@@ -79,33 +88,35 @@ function H.best(b, t)
   return best, hole
 end
 
--- H.take serves b.n from hole h. What is left of it starts where the module
--- says a turn after b.n starts (a leaky bucket's next turn is b.n·T later).
+-- H.take serves b.n from hole h and returns the grant's handle (two
+-- integers): 0 0 for a window's, the turn's instant for a token or leaky
+-- bucket's (the module's fromhole). What is left of the hole starts where
+-- the module moves it (a leaky bucket's next turn is b.n·T later).
 function H.take(b, h)
   redis.call("ZREM", b.hkey, h.m)
+  local hw, hf = 0, 0
+  local fromhole = M[b.kind].fromhole
+  if fromhole then hw, hf = fromhole(b, h, b.n) end
   h.n = h.n - b.n
   if h.n > 0 then
-    local nextturn = M[b.kind].nextturn
-    if nextturn then
-      h.at = nextturn(b, h.at, b.n)
-      h.till = M[b.kind].holetill(b, h.at)
-    end
     local id = string.match(h.m, ":([^:]*)$")
     h.m = holemember(h, id)
     redis.call("ZADD", b.hkey, fmt(h.till), h.m)
   elseif #b.holes == 1 then
     M[b.kind].flag(b, false)
   end
+  return hw, hf
 end
 
--- H.add makes a hole of a cancelled turn of n at `at` with b's module handle.
-function H.add(b, n, at, handle, id)
+-- H.add makes a hole of a cancelled turn of n at `at` with b's module
+-- handle (handle, hf).
+function H.add(b, n, at, handle, hf, id)
   local till = M[b.kind].holetill(b, at)
   if till <= now or redis.call("ZCARD", b.hkey) >= maxholes then
-    if handle ~= 0 then M[b.kind].release(b, n, handle, at) end
+    if handle ~= 0 or hf ~= 0 then M[b.kind].release(b, n, handle, at) end
     return
   end
-  local h = {at = at, till = till, n = n, n0 = n, handle = handle}
+  local h = {at = at, till = till, n = n, n0 = n, handle = handle, hf = hf}
   redis.call("ZADD", b.hkey, fmt(till), holemember(h, id))
   -- The holes key lasts as long as the state (see expire in prelude.lua).
   local ttl = redis.call("PTTL", b.key)
@@ -128,7 +139,7 @@ end
 function H.clear(b)
   table.sort(b.holes, before)
   for _, h in ipairs(b.holes) do
-    if h.handle ~= 0 then M[b.kind].release(b, h.n, h.handle, h.at) end
+    if not served(h) then M[b.kind].release(b, h.n, h.handle, h.at) end
   end
   if #b.holes > 0 then
     redis.call("DEL", b.hkey)

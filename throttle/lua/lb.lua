@@ -1,9 +1,10 @@
 -- lb.lua: the leaky bucket (LeakyBucket), an even pace on the TAT state of
--- tat.lua. a1 = T, µs per token; a2 = capacity. A request's turn is the TAT;
--- the bucket holds ceil((TAT - now)/T) tokens, and n more fit if
--- TAT - now + n·T <= capacity·T. A full bucket refuses at once: its
--- RetryAfter is the time until n fit, if that wait is within the caller's
--- budget, else the time until the meter is idle.
+-- tat.lua. a1 and a4 = T, µs and picoseconds per token; a2 = capacity. A
+-- request's turn is the TAT; the bucket holds ceil((TAT - now)/T) tokens,
+-- and n more fit if TAT - now + n·T <= capacity·T. A full bucket refuses at
+-- once: its RetryAfter is the time until n fit, if the wait is within the
+-- caller's budget, else the time until the meter is idle (each rounded up
+-- to a whole µs).
 
 M.lb = {
   load = TAT.load, flag = TAT.flag, commit = TAT.commit, istail = TAT.istail,
@@ -11,35 +12,45 @@ M.lb = {
 }
 
 function M.lb.tail(b, maxwait)
-  local ahead = b.tat - now
-  local over = ahead + b.n * b.a1 - b.a2 * b.a1
-  if over > 0 then
-    if maxwait < 0 or ahead <= maxwait then return nil, over end
+  local ahead = TAT.ahead(b)
+  local gw, gf = pmul(b.a1, b.a4, b.a2 - b.n)
+  local ow, of = pn(b.tw - now - gw, b.tf - gf) -- over: ahead - (capacity - n)·T
+  if ow > 0 or (ow == 0 and of > 0) then
+    if maxwait < 0 or ahead <= maxwait then
+      if of > 0 then ow = ow + 1 end
+      return nil, ow
+    end
     return nil, ahead
   end
-  return b.tat
+  return now + ahead
 end
 
 function M.lb.figures(b)
-  local ahead = b.tat - now
-  local left = b.a2 - ceildiv(ahead, b.a1)
-  if left < 0 then left = 0 end
-  return left, ahead
+  return TAT.left(b, b.a2), TAT.ahead(b)
 end
 
-function M.lb.rollback(b, n, handle)
+function M.lb.rollback(b, n, handle, hf)
   local floor = cooldown(b)
   if floor < now then floor = now end
-  TAT.rollback(b, n, handle, floor)
+  TAT.rollback(b, handle, hf, floor, 0)
 end
 
 -- hold: the next turn no sooner than till.
 function M.lb.hold(b, till)
-  if till > b.tat then
-    b.tat = till
+  if till > b.tw then
+    b.tw, b.tf = till, 0
     TAT.put(b)
   end
 end
 
--- nextturn: the turn after n at `at` is n·T later (H.take).
-function M.lb.nextturn(b, at, n) return at + n * b.a1 end
+-- fromhole: the grant takes the turn's instant; the rest of the hole starts
+-- n·T after it, at the slot that rounds up to (H.take).
+function M.lb.fromhole(b, h, n)
+  local w, f = TAT.instant(h)
+  local nw, nf = pmul(b.a1, b.a4, n)
+  h.handle, h.hf = pn(w + nw, f + nf)
+  h.at = h.handle
+  if h.hf > 0 then h.at = h.at + 1 end
+  h.till = TAT.holetill(b, h.at)
+  return w, f
+end

@@ -3,7 +3,7 @@
 --
 -- KEYS      the bucket's four keys (prelude.lua)
 -- ARGV[1]   now in µs, or "" to read Redis TIME
--- ARGV[2..6] the bucket: kind, n (the request to look at), a1, a2, a3
+-- ARGV[2..7] the bucket: kind, n (the request to look at), a1, a2, a3, a4
 --
 -- Reply: {remaining, next µs, reset µs, cooldown left µs, now µs}
 --   remaining and reset as reserve.lua's; next: the wait a request for n

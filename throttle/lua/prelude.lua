@@ -9,18 +9,19 @@
 --   KEYS[4i]    its effective rate, for an adaptive token bucket (adapt.lua;
 --               read by int.lua's atrate); any other bucket repeats its
 --               state key here
--- and five arguments from ARGV[base + 5(i-1)]: kind, n, a1, a2, a3 (the
+-- and six arguments from ARGV[base + 6(i-1)]: kind, n, a1, a2, a3, a4 (the
 -- policy's parameters as its module reads them; unused ones are 0).
 
 local M = {} -- policy modules by kind: tb, lb, fw, sl, sw
 local H = {} -- holes (holes.lua)
 
 local function bucket(i, base)
-  local a = base + 5 * (i - 1)
+  local a = base + 6 * (i - 1)
   return {
     key = KEYS[4 * i - 3], hkey = KEYS[4 * i - 2], mkey = KEYS[4 * i - 1], akey = KEYS[4 * i],
     kind = ARGV[a], n = tonumber(ARGV[a + 1]),
     a1 = tonumber(ARGV[a + 2]), a2 = tonumber(ARGV[a + 3]), a3 = tonumber(ARGV[a + 4]),
+    a4 = tonumber(ARGV[a + 5]),
   }
 end
 

@@ -6,13 +6,16 @@
 -- KEYS     four per bucket (prelude.lua); all in one hash slot
 -- ARGV[1]  now in µs, or "" to read Redis TIME (tests pass an explicit now)
 -- ARGV[2]  the longest wait in µs the caller accepts; "-1" means no bound
--- ARGV[3..] five per bucket: kind, n, a1, a2, a3
+-- ARGV[3..] six per bucket: kind, n, a1, a2, a3, a4
 -- and, for a call with a share (throttle.Share), two keys and five
 -- arguments more (share.lua).
 --
 -- Reply: {granted (0|1), wait µs, remaining, reset µs, now µs, handle_1 .. handle_k}
 --   granted 1: every bucket booked n at now + wait, the slot; handle_i is
---              what a refund of bucket i needs (0: served from a hole).
+--              what a refund of bucket i needs (0 0: served from a hole),
+--              two integers: a token or leaky bucket's TAT before the
+--              booking, µs and picoseconds (tat.lua), or a window's index
+--              or a log entry's time and 0.
 --   granted 0: nothing changed; wait is the RetryAfter; the handles are 0.
 --   granted 2: the tenant is over its share: nothing booked; wait is its
 --              come-back place, moved on (share.lua).
@@ -27,14 +30,19 @@
 
 local k = math.floor(#KEYS / 4)
 
--- answer is a call's reply: the figures, each bucket's handle (0 when it
--- booked nothing) and, for an adaptive bucket, the T and burst it took under.
+-- answer is a call's reply: the figures, each bucket's handle (0 0 when it
+-- booked nothing) and, for an adaptive bucket, the T (µs, picoseconds) and
+-- burst it took under.
 local function answer(bs, granted, wait, remaining, reset)
   local reply = {granted, wait, remaining, reset, now}
-  for i, b in ipairs(bs) do reply[5 + i] = b.handle or 0 end
+  for i, b in ipairs(bs) do
+    reply[4 + 2 * i] = b.handle or 0
+    reply[5 + 2 * i] = b.hf or 0
+  end
   for _, b in ipairs(bs) do
     if b.adaptive then
       reply[#reply + 1] = b.a1
+      reply[#reply + 1] = b.a4
       reply[#reply + 1] = b.a2
     end
   end
@@ -83,10 +91,9 @@ local function reserve(maxwait, base)
     for _, b in ipairs(bs) do
       local x, h = H.best(b, s)
       if x == s then
-        H.take(b, h)
-        b.handle = 0
+        b.handle, b.hf = H.take(b, h)
       else
-        b.handle = M[b.kind].commit(b, s)
+        b.handle, b.hf = M[b.kind].commit(b, s)
       end
     end
     sharecommit()

@@ -7,7 +7,7 @@
 -- ARGV[1]         now in µs, or "" to read Redis TIME
 -- ARGV[2]         m, the number of calls
 -- ARGV[3..2+m]    each call's longest wait in µs ("-1": no bound)
--- ARGV[3+m..]     five per bucket (prelude.lua)
+-- ARGV[3+m..]     six per bucket (prelude.lua)
 --
 -- Reply: the m replies of reserve.lua, one after the other.
 

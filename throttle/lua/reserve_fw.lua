@@ -7,7 +7,8 @@
 -- ARGV[1..]      as reserve_tat.lua's: now, n, a1 = Max, a2 = W (µs), a3
 --                (unused), each call's longest wait
 --
--- Reply: as reserve_tat.lua's; {3} if the bucket has holes.
+-- Reply: as reserve_tat.lua's (a handle's picoseconds are 0); {3} if the
+-- bucket has holes.
 
 local m = #ARGV - 5
 local n, max, W = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
@@ -54,11 +55,11 @@ for j = 1, m do
   r = r - now
   if r < 0 then r = 0 end
   if m == 1 then -- a constructor sizes the table at once (reserve_tat.lua)
-    out = {granted, wait, left, r, now, handle}
+    out = {granted, wait, left, r, now, handle, 0}
   else
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = granted, wait, left, r, now, handle
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] = granted, wait, left, r, now, handle, 0
   end
-  o = o + 6
+  o = o + 7
 end
 if wrote and w == w0 then
   -- the same window: only its count moves; the TTL set with it still holds

@@ -23,7 +23,8 @@
 -- ARGV[1..]      as reserve_tat.lua's: now, n, a1 = Max, a2 = Window (µs),
 --                a3 (unused), each call's longest wait
 --
--- Reply: as reserve_tat.lua's; {3} if the bucket has holes.
+-- Reply: as reserve_tat.lua's (a handle's picoseconds are 0); {3} if the
+-- bucket has holes.
 
 local m = #ARGV - 5
 local n, max, W = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
@@ -117,11 +118,11 @@ for j = 1, m do
     if left < 0 then left = 0 end
   end
   if m == 1 then -- a constructor sizes the table at once (reserve_tat.lua)
-    out = {granted, wait, left, reset, now, handle}
+    out = {granted, wait, left, reset, now, handle, 0}
   else
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = granted, wait, left, reset, now, handle
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] = granted, wait, left, reset, now, handle, 0
   end
-  o = o + 6
+  o = o + 7
 end
 if last and last ~= last0 then
   local g = W -- the TTL's period (sl.lua's commit)

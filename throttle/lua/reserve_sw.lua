@@ -13,7 +13,8 @@
 -- ARGV[1..]      as reserve_tat.lua's: now, n, a1 = Max, a2 = L, a3 = S
 --                (sw.lua), each call's longest wait
 --
--- Reply: as reserve_tat.lua's; {3} if the bucket has holes.
+-- Reply: as reserve_tat.lua's (a handle's picoseconds are 0); {3} if the
+-- bucket has holes.
 
 local m = #ARGV - 5
 local n, max, L, S = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0
@@ -80,13 +81,13 @@ do
       local till = (b + S + 1) * L
       if hold > till then till = hold end
       if m == 1 then -- a constructor sizes the table at once (reserve_tat.lua)
-        out = {granted, e - now, left, till - now, now, granted * b}
+        out = {granted, e - now, left, till - now, now, granted * b, 0}
       else
-        out[k + 1], out[k + 2], out[k + 3], out[k + 4], out[k + 5], out[k + 6] = granted, e - now, left, till - now, now, granted * b
+        out[k + 1], out[k + 2], out[k + 3], out[k + 4], out[k + 5], out[k + 6], out[k + 7] = granted, e - now, left, till - now, now, granted * b, 0
       end
-      k = k + 6
+      k = k + 7
     end
-    if k == 6 * m then
+    if k == 7 * m then
       if wrote and S == 1 then
         redis.call("HSET", KEYS[1], b, c, "s", s, "c", c, "d", d)
       elseif wrote then
@@ -176,11 +177,11 @@ for k = 1, m do
     if reset < 0 then reset = 0 end
   end
   if m == 1 then -- a constructor sizes the table at once (reserve_tat.lua)
-    out = {granted, wait, left, reset, now, handle}
+    out = {granted, wait, left, reset, now, handle, 0}
   else
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = granted, wait, left, reset, now, handle
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] = granted, wait, left, reset, now, handle, 0
   end
-  o = o + 6
+  o = o + 7
 end
 
 if next(dirty) then

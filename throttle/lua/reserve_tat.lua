@@ -5,100 +5,179 @@
 -- definitions, which alone cost a call several µs of server time, and its
 -- tables and loops; for a batch, one read and one write of the TAT however
 -- many calls it decides. The arithmetic is that of tb.lua, lb.lua and
--- tat.lua, call after call, on what the one before left; the lockstep tests
--- hold it to theirs. It defines no function: each definition is run on every
--- call (int.lua's cost a call 0.4 µs, measured with redis-benchmark), so
--- the divisions are written out where they are needed.
+-- tat.lua, call after call, on what the one before left; the lockstep
+-- tests hold it to theirs. Times are pairs of µs and picoseconds, as in tat.lua. It
+-- defines no function: each definition is run on every call (int.lua's
+-- cost a call 0.4 µs, measured with redis-benchmark), so the divisions are
+-- written out where they are needed.
 --
 -- KEYS[1]        the bucket's state (its TAT, tat.lua)
 -- KEYS[2]        its effective rate, only if it is adaptive (int.lua)
 -- ARGV[1]        now in µs, or "" to read Redis TIME
--- ARGV[2..5]     n, a1 = T, a2 = burst, a3 = per (tb.lua, lb.lua)
--- ARGV[6..]      each call's longest wait in µs ("-1": no bound), one per
+-- ARGV[2..5]     n, a1 = T's µs, a2 = burst, a4 = T's picoseconds (tb.lua,
+--                lb.lua), and ARGV[6] a3 = per, only if it is adaptive
+-- ARGV[6 or 7..] each call's longest wait in µs ("-1": no bound), one per
 --                call (m of them)
--- tb             true for a token bucket, false for a leaky one: set by the
---                line before this file (scripts.go), as an argument would
---                cost every call
+-- tb, adaptive   true for a token bucket, false for a leaky one; whether it
+--                is adaptive: set by the line before this file
+--                (scripts.go), as an argument would cost every call
 --
--- Reply: for one call, reserve.lua's reply (and the effective T and burst
--- after it, for an adaptive bucket). For a batch (m > 1), a head and then
--- the replies of the calls after the first k: k, now, the TAT before the
--- batch, T and burst (effective), where k is how many of the calls, from
--- the first on, a token bucket grants at once. Those k replies follow from
--- the head (call j's handle is TAT + (j-1)·n·T; redis.go writes them out):
--- one division here instead of k turns of the loop and 6k integers sent
--- (on a hot key most of a batch; a leaky bucket's k is 0). Or {3} if the
--- bucket has holes (its TAT is negated), which only the general script
--- serves: nothing was changed, and the caller asks that one instead.
+-- Reply: for one call, reserve.lua's reply (and the effective T, µs and
+-- picoseconds, and burst after it, for an adaptive bucket). For a batch
+-- (m > 1), a head and then the replies of the calls after the first k: k,
+-- now, the TAT before the batch (µs, picoseconds), T (µs, picoseconds) and
+-- burst (effective), where k is how many of the calls, from the first on, a
+-- token bucket grants at once. Those k replies follow from the head (call
+-- j's handle is TAT + (j-1)·n·T; redis.go writes them out): one division
+-- here instead of k turns of the loop and 7k integers sent (on a hot key
+-- most of a batch; a leaky bucket's k is 0). Or {3} if the bucket has holes
+-- (its TAT is negated), which only the general script serves: nothing was
+-- changed, and the caller asks that one instead.
 
-local m = #ARGV - 5
-local n, T, burst, per = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0
+local Q = 1000000 -- picoseconds per µs
+local n, Tw, burst, Tf = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0
+local w0 = 5 -- the waits are ARGV[w0 + 1..]
+if adaptive then
+  w0 = 6
+  Tw, Tf, burst = atrate(KEYS[2], Tw, Tf, burst, ARGV[6] + 0) -- int.lua
+end
+local m = #ARGV - w0
 
-if per > 0 then T, burst = atrate(KEYS[2], T, burst, per) end -- int.lua
+-- the TAT: tw µs and tf picoseconds, never before now; a value of another
+-- form reads as none (tat.lua)
+local tw, tf = now, 0
+local v = redis.call("GET", KEYS[1])
+if v then
+  local w, f = nil, 0
+  if string.byte(v, -7) == 46 then -- "W.FFFFFF"
+    w, f = tonumber(string.sub(v, 1, -8)), tonumber(string.sub(v, -6))
+  else
+    w = tonumber(v)
+  end
+  if w and f then
+    if w < 0 then return {3} end
+    if w >= now then tw, tf = w, f end
+  end
+end
 
-local tat = tonumber(redis.call("GET", KEYS[1]))
-if tat and tat < 0 then return {3} end
-if not tat or tat < now then tat = now end
+-- g = (burst - n)·T: a call waits for ahead - g, if positive (a token
+-- bucket), or finds the bucket over its capacity by as much (a leaky one);
+-- s = n·T, what a grant moves the TAT on by. Every picosecond sum here stays
+-- below 2^50, where floor(x/Q) is exact (int.lua).
+local gw, gf, sw, sf = (burst - n) * Tw, 0, n * Tw, 0
+if Tf > 0 then
+  gf, sf = (burst - n) * Tf, n * Tf
+  gw, sw = gw + math.floor(gf / Q), sw + math.floor(sf / Q)
+  gf, sf = gf % Q, sf % Q
+end
+
+-- c = ceil(ahead/T), the tokens the bucket holds, or burst if it holds as
+-- many; each grant adds n. left, what it could grant at once, is burst - c
+-- (a token bucket's floor((burst·T - ahead)/T) is the same number). The
+-- quotient is estimated in floats, whose error stays under 1e-5 below
+-- 2^31, and settled by exact products when it is that close to a whole
+-- number.
+local aw = tw - now
+local x = (aw + tf / Q) / (Tw + Tf / Q)
+local c = burst
+if x < burst + 1 then
+  c = math.ceil(x)
+  if c - x < 1e-5 or c - x > 1 - 1e-5 then
+    local pf = c * Tf
+    local pw = c * Tw + math.floor(pf / Q)
+    pf = pf % Q
+    if pw < aw or (pw == aw and pf < tf) then -- c·T < ahead
+      c = c + 1
+    else
+      pw, pf = pw - Tw, pf - Tf
+      if pf < 0 then pw, pf = pw - 1, pf + Q end
+      if pw > aw or (pw == aw and pf >= tf) then c = c - 1 end -- (c-1)·T >= ahead
+    end
+  end
+  if c > burst then c = burst end
+end
 
 local out, o, wrote, first = {}, 0, false, 1
 if m == 1 then
   out = nil
 else
-  -- k: call j (from 0) is granted at once while its wait, tat - now +
-  -- j·n·T + (n - burst)·T, is not positive
-  local k, d, s = 0, (burst - n) * T - (tat - now), n * T
-  if tb and d >= 0 then
-    k = math.floor(d / s)
-    if k * s > d then k = k - 1 elseif (k + 1) * s <= d then k = k + 1 end
+  -- k: call j (from 0) is granted at once while its wait, ahead + j·s - g,
+  -- is not positive: j·s <= d = g - ahead
+  local k = 0
+  local dw, df = gw - aw, gf - tf
+  if df < 0 then dw, df = dw - 1, df + Q end
+  if tb and dw >= 0 then
+    k = math.floor((dw + df / Q) / (sw + sf / Q))
+    local pf = (k + 1) * sf
+    local pw = (k + 1) * sw + math.floor(pf / Q)
+    pf = pf % Q
+    if pw < dw or (pw == dw and pf <= df) then -- (k+1)·s <= d
+      k = k + 1
+    else
+      pw, pf = pw - sw, pf - sf
+      if pf < 0 then pw, pf = pw - 1, pf + Q end
+      if pw > dw or (pw == dw and pf > df) then k = k - 1 end -- k·s > d
+    end
     k = k + 1
     if k > m then k = m end
   end
-  out[1], out[2], out[3], out[4], out[5] = k, now, tat, T, burst
-  o, first = 5, k + 1
-  if k > 0 then tat, wrote = tat + k * s, true end
+  out[1], out[2], out[3], out[4], out[5], out[6], out[7] = k, now, tw, tf, Tw, Tf, burst
+  o, first = 7, k + 1
+  if k > 0 then
+    local pf = tf + k * sf
+    tw = tw + k * sw + math.floor(pf / Q)
+    tf = pf % Q
+    wrote, c = true, c + k * n
+  end
 end
 for j = first, m do
-  local maxwait = ARGV[5 + j] + 0
-  local granted, wait, handle = 0, 0, 0
-  local ahead = tat - now
+  local maxwait = ARGV[w0 + j] + 0
+  local granted, wait, hw, hf = 0, 0, 0, 0
+  -- e = ahead - g, rounded up to a whole µs
+  local ew, ef = tw - now - gw, tf - gf
+  if ef < 0 then ew, ef = ew - 1, ef + Q end
+  if ef > 0 then ew = ew + 1 end
   if tb then
-    local e = ahead + (n - burst) * T -- the grant's wait, if positive
-    if e < 0 then e = 0 end
-    wait = e
-    if maxwait < 0 or wait <= maxwait then
-      granted, handle, wrote = 1, tat, true
-      if now + e > tat then tat = now + e end
-      tat = tat + n * T
-    end
-  else -- lb: the turn is the TAT; a full bucket refuses
-    local over = ahead + (n - burst) * T
-    wait = ahead
-    if over > 0 then
-      if maxwait < 0 or ahead <= maxwait then wait = over end
+    if ew > 0 then wait = ew end
+    if maxwait < 0 or wait <= maxwait then granted = 1 end
+  else -- lb: the turn is the TAT, rounded up; a full bucket refuses
+    wait = tw - now
+    if tf > 0 then wait = wait + 1 end
+    if ew > 0 then
+      if maxwait < 0 or wait <= maxwait then wait = ew end
     elseif maxwait < 0 or wait <= maxwait then
-      granted, handle, wrote = 1, tat, true
-      tat = tat + n * T
+      granted = 1
     end
   end
-  ahead = tat - now
-  -- left: what the bucket could grant at once, burst - ceil(ahead/T) for
-  -- both (a token bucket's floor((burst·T - ahead)/T) is the same number);
-  -- the checks catch a quotient that rounded onto a whole number (all
-  -- integers below 2^53)
-  local c = math.ceil(ahead / T)
-  if (c - 1) * T >= ahead then c = c - 1 elseif c * T < ahead then c = c + 1 end
+  if granted == 1 then
+    hw, hf, wrote, c = tw, tf, true, c + n
+    -- counted from the TAT, or from the earliest instant that rounds up to
+    -- the slot if that is later: a token bucket's call for more than its
+    -- burst (an adaptive one's, at a rate below its ceiling), or a leaky
+    -- bucket's never
+    local bw = now + wait - 1
+    if tw < bw or (tw == bw and tf < 1) then tw, tf = bw, 1 end
+    tf = tf + sf
+    if tf >= Q then tw, tf = tw + sw + 1, tf - Q else tw = tw + sw end
+  end
   local left = burst - c
   if left < 0 then left = 0 end
+  local reset = tw - now
+  if tf > 0 then reset = reset + 1 end
   if m == 1 then -- a constructor sizes the table at once: 0.3 µs less than filling it
-    out = {granted, wait, left, ahead, now, handle}
+    out = {granted, wait, left, reset, now, hw, hf}
   else
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6] = granted, wait, left, ahead, now, handle
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] = granted, wait, left, reset, now, hw, hf
   end
-  o = o + 6
-  if per > 0 then
-    out[o + 1], out[o + 2] = T, burst
-    o = o + 2
+  o = o + 7
+  if adaptive then
+    out[o + 1], out[o + 2], out[o + 3] = Tw, Tf, burst
+    o = o + 3
   end
 end
-if wrote then redis.call("SET", KEYS[1], tat, "PX", math.ceil((tat - now) / 1000) + 1000) end -- int.lua's ms
+if wrote then -- tat.lua's put, with int.lua's ms
+  local ttl, v = tw - now, tw -- a number below 2^53: Redis writes all its digits
+  if tf > 0 then ttl, v = ttl + 1, string.format("%.0f.%06d", tw, tf) end
+  redis.call("SET", KEYS[1], v, "PX", math.ceil(ttl / 1000) + 1000)
+end
 return out

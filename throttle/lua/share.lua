@@ -2,7 +2,7 @@
 -- (throttle.Share; the Go twin is share_memory.go, the law docs/fairness.md).
 --
 -- A call with a share has two keys after its buckets' and five arguments
--- after theirs:
+-- after theirs (six per bucket, prelude.lua):
 --   KEYS[4k+1]  sorted set: tenant → its tag, µs (its virtual clock)
 --   KEYS[4k+2]  hash: "w:"..tenant → weight, "d:"..tenant → the tenant's next
 --               come-back place (µs), "W" → the sum of the weights in the
@@ -23,7 +23,7 @@ local S = nil
 
 local function shareload(k)
   if #KEYS % 4 ~= 2 then return end
-  local a = 3 + 5 * k
+  local a = 3 + 6 * k
   S = {
     zkey = KEYS[4 * k + 1], hkey = KEYS[4 * k + 2],
     tenant = ARGV[a], w = tonumber(ARGV[a + 1]), horizon = tonumber(ARGV[a + 2]),

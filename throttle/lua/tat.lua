@@ -1,29 +1,73 @@
 -- tat.lua: the state shared by the token bucket (tb.lua) and the leaky bucket
--- (lb.lua): one string key holding the TAT, the time in µs at which the
--- bucket has caught up with everything booked (GCRA's theoretical arrival
--- time), negated while the bucket has holes. At or before now it means an
--- idle (full) bucket, and the key is deleted; otherwise it expires at the TAT.
--- a1 is T, the µs per token.
+-- (lb.lua): one string key holding the TAT, the instant at which the bucket
+-- has caught up with everything booked (GCRA's theoretical arrival time),
+-- exactly: b.tw µs and b.tf picoseconds (int.lua's pairs; tat.go). The key
+-- holds "W.FFFFFF" (µs and six digits of picoseconds), or "W" when there are
+-- no picoseconds (as sluice wrote every TAT before it kept picoseconds: such
+-- a key reads as the same instant), negated while the bucket has holes; a
+-- value of any other form reads as none (an idle bucket). At or before now
+-- it means an idle (full) bucket, and the key is deleted; otherwise it
+-- expires at the TAT. a1 and a4 are T, the time per token: µs and
+-- picoseconds.
 
 local TAT = {}
 
+-- TAT.parse reads a key's value: whether the bucket has holes, and the TAT
+-- (nil for a value of another form). reserve_tat.lua reads it the same way.
+function TAT.parse(v)
+  local w, f = nil, 0
+  if string.byte(v, -7) == 46 then -- "W.FFFFFF"
+    w, f = tonumber(string.sub(v, 1, -8)), tonumber(string.sub(v, -6))
+  else
+    w = tonumber(v)
+  end
+  if not (w and f) then return false, nil, nil end
+  if w < 0 then return true, -w, f end
+  return false, w, f
+end
+
 function TAT.load(b)
-  local v = tonumber(redis.call("GET", b.key))
-  b.h = false
-  if v and v < 0 then b.h, v = true, -v end
-  if not v or v < now then v = now end
-  b.tat = v
+  b.h, b.tw, b.tf = false, now, 0
+  local v = redis.call("GET", b.key)
+  if not v then return end
+  local h, w, f = TAT.parse(v)
+  b.h = h
+  if w and w >= now then b.tw, b.tf = w, f end
+end
+
+-- TAT.ahead is the TAT's µs after now, rounded up: a slot's wait.
+function TAT.ahead(b)
+  if b.tf > 0 then return b.tw + 1 - now end
+  return b.tw - now
+end
+
+-- left is what a bucket of size tokens holds: size - ceil(ahead/T), at
+-- least 0 (for a token bucket, floor((burst·T - ahead)/T)).
+function TAT.left(b, size)
+  local aw, af = b.tw - now, b.tf
+  local sw, sf = pmul(b.a1, b.a4, size)
+  if aw > sw or (aw == sw and af >= sf) then return 0 end
+  local c = pdiv(aw, af, b.a1, b.a4)
+  local cw, cf = pmul(b.a1, b.a4, c)
+  if cw ~= aw or cf ~= af then c = c + 1 end
+  return size - c
 end
 
 function TAT.put(b)
-  if b.tat <= now and not b.h then
+  if (b.tw < now or (b.tw == now and b.tf == 0)) and not b.h then
     redis.call("DEL", b.key)
     return
   end
-  local v = b.tat
-  if b.h then v = -v end
-  redis.call("SET", b.key, v, "PX", ms(b.tat - now))
-  if b.h then redis.call("PEXPIRE", b.hkey, ms(b.tat - now)) end
+  local v = b.tw -- a number below 2^53: Redis writes all its digits
+  if b.tf > 0 then
+    v = string.format("%.0f.%06d", b.tw, b.tf)
+    if b.h then v = "-" .. v end
+  elseif b.h then
+    v = -v
+  end
+  local ttl = ms(TAT.ahead(b))
+  redis.call("SET", b.key, v, "PX", ttl)
+  if b.h then redis.call("PEXPIRE", b.hkey, ttl) end
 end
 
 function TAT.flag(b, on)
@@ -33,49 +77,74 @@ function TAT.flag(b, on)
   end
 end
 
--- commit books n at s: the TAT moves to max(TAT, s) + n·T, so a turn taken
--- later than the bucket alone needed (another bucket of the call was slower)
--- is counted where it is used. The handle is the TAT before, so that a
--- rollback restores it exactly.
+-- after is the TAT a booking of n at slot s leaves, from the TAT before it
+-- (w, f): n·T from the later of that and the earliest instant that rounds
+-- up to s (s - 1 µs + 1 ps). A turn taken later than the bucket alone
+-- needed (another bucket of the call was slower) is so counted where it is
+-- used, and a bucket alone never loses the part of a µs its slot was
+-- rounded up by.
+local function tatafter(b, w, f, s, n)
+  if w < s - 1 or (w == s - 1 and f < 1) then w, f = s - 1, 1 end
+  local nw, nf = pmul(b.a1, b.a4, n)
+  return pn(w + nw, f + nf)
+end
+
+-- commit books n at s. The handle is the TAT before (two integers), so that
+-- a rollback restores it exactly.
 function TAT.commit(b, s)
-  local before, t = b.tat, b.tat
-  if s > t then t = s end
-  b.tat = t + b.n * b.a1
+  local w, f = b.tw, b.tf
+  b.tw, b.tf = tatafter(b, w, f, s, b.n)
   TAT.put(b)
-  return before
+  return w, f
 end
 
--- after is the TAT a booking of n at slot left, from its handle (the TAT before).
-local function tatafter(b, handle, slot, n)
-  if slot > handle then handle = slot end
-  return handle + n * b.a1
+function TAT.istail(b, handle, slot, hf)
+  local w, f = tatafter(b, handle, hf, slot, b.n)
+  return b.tw == w and b.tf == f
 end
-
-function TAT.istail(b, handle, slot) return b.tat == tatafter(b, handle, slot, b.n) end
 
 -- has: the reservation with this handle is still counted in the state.
-function TAT.has(b, handle) return b.tat > now and handle <= b.tat end
+function TAT.has(b, handle, hf)
+  if b.tw < now or (b.tw == now and b.tf == 0) then return false end
+  return handle < b.tw or (handle == b.tw and hf <= b.tf)
+end
 
 -- rollback gives back the latest booking: the TAT goes back to what it was
 -- before it (its handle), never before floor (now, or where a cooldown put
--- it); then each hole left at the tail, untouched, folds back the same way.
-function TAT.rollback(b, n, handle, floor)
-  local t = handle
-  while t > floor do
+-- it: fw µs and ff picoseconds); then each hole left at the tail,
+-- untouched, folds back the same way.
+function TAT.rollback(b, handle, hf, fw, ff)
+  local w, f = handle, hf
+  while w > fw or (w == fw and f > ff) do
     local fold = nil
     for _, h in ipairs(b.holes) do
-      if h.n == h.n0 and tatafter(b, h.handle, h.at, h.n0) == t then fold = h break end
+      if h.n == h.n0 then
+        local aw, af = tatafter(b, h.handle, h.hf, h.at, h.n0)
+        if aw == w and af == f then fold = h break end
+      end
     end
     if not fold then break end
     H.drop(b, fold)
-    t = fold.handle
+    w, f = fold.handle, fold.hf
   end
-  if t < floor then t = floor end
-  b.tat = t
+  if w < fw or (w == fw and f < ff) then w, f = fw, ff end
+  b.tw, b.tf = w, f
   TAT.put(b)
 end
 
 function TAT.release() end
+
+-- instant is when hole h's turn was booked: its handle is the TAT before it,
+-- its at its slot (after).
+function TAT.instant(h)
+  if h.handle < h.at - 1 or (h.handle == h.at - 1 and h.hf < 1) then return h.at - 1, 1 end
+  return h.handle, h.hf
+end
+
+-- fromhole is the handle of a grant of b.n served from hole h: the turn's
+-- instant, as the TAT before a booking at that instant would be. On a token
+-- bucket the rest of the hole stays where it is (lb.lua's moves on).
+function TAT.fromhole(_, h) return TAT.instant(h) end
 
 -- a turn of a TAT bucket is an instant: moved later, it could land on the next one.
 function TAT.holetill(_, at) return at + 1 end

@@ -1,11 +1,13 @@
 -- tb.lua: the token bucket (Limit) as GCRA, on the TAT state of tat.lua.
--- a1 = T, µs per token; a2 = burst. n tokens fit once the TAT after taking
--- them is at most burst·T ahead. a3 > 0 makes the bucket adaptive
--- (Adaptive): a1 and a2 are its ceiling's and a3 its period in µs.
+-- a1 and a4 = T, µs and picoseconds per token; a2 = burst. n tokens fit
+-- once the TAT after taking them is at most burst·T ahead. a3 > 0 makes the
+-- bucket adaptive (Adaptive): a1, a4 and a2 are its ceiling's and a3 its
+-- period in µs.
 
 M.tb = {
   flag = TAT.flag, commit = TAT.commit, istail = TAT.istail,
   has = TAT.has, release = TAT.release, holetill = TAT.holetill,
+  fromhole = TAT.fromhole,
 }
 
 -- load: an adaptive bucket (a3 > 0) at the fleet's effective rate
@@ -14,37 +16,41 @@ M.tb = {
 function M.tb.load(b)
   if b.a3 > 0 then
     b.adaptive = true
-    b.a1, b.a2 = atrate(b.akey, b.a1, b.a2, b.a3)
+    b.a1, b.a4, b.a2 = atrate(b.akey, b.a1, b.a4, b.a2, b.a3)
   end
   TAT.load(b)
 end
 
+-- tail: the TAT less (burst - n)·T, rounded up to a slot, not before now.
 function M.tb.tail(b)
-  local e = b.tat + (b.n - b.a2) * b.a1
-  if e < now then e = now end
-  return e
+  local gw, gf = pmul(b.a1, b.a4, b.a2 - b.n)
+  local w, f = pn(b.tw - gw, b.tf - gf)
+  if f > 0 then w = w + 1 end
+  if w < now then w = now end
+  return w
 end
 
 function M.tb.figures(b)
-  local ahead = b.tat - now
-  local left = floordiv(b.a2 * b.a1 - ahead, b.a1)
-  if left < 0 then left = 0 end
-  return left, ahead
+  return TAT.left(b, b.a2), TAT.ahead(b)
 end
 
 -- a rollback never undoes a cooldown: the TAT stays at or after its end + (burst-1)·T.
-function M.tb.rollback(b, n, handle)
-  local floor = now
+function M.tb.rollback(b, n, handle, hf)
+  local fw, ff = now, 0
   local c = cooldown(b)
-  if c > 0 and c + (b.a2 - 1) * b.a1 > floor then floor = c + (b.a2 - 1) * b.a1 end
-  TAT.rollback(b, n, handle, floor)
+  if c > 0 then
+    local gw, gf = pmul(b.a1, b.a4, b.a2 - 1)
+    if c + gw > fw or (c + gw == fw and gf > ff) then fw, ff = c + gw, gf end
+  end
+  TAT.rollback(b, handle, hf, fw, ff)
 end
 
 -- hold: nothing before till, then one token, then one per T.
 function M.tb.hold(b, till)
-  local t = till + (b.a2 - 1) * b.a1
-  if t > b.tat then
-    b.tat = t
+  local gw, gf = pmul(b.a1, b.a4, b.a2 - 1)
+  local w, f = till + gw, gf
+  if w > b.tw or (w == b.tw and f > b.tf) then
+    b.tw, b.tf = w, f
     TAT.put(b)
   end
 end
