@@ -37,7 +37,7 @@ func (p *Pool) ticketVoid(ctx context.Context, j *job, mark string) (bool, strin
 	}
 	j.rate = booked // kept if the job goes back with its ticket again
 	l, _, err := p.adapt.Limit(context.WithoutCancel(ctx), j.key, *j.pol.adaptive)
-	if err == nil && l.Rate < 0.95*booked {
+	if err == nil && dropped(l.Rate, booked) {
 		return true, "the adaptive rate dropped"
 	}
 	return false, ""
@@ -96,9 +96,16 @@ func (p *Pool) rateDropped(ctx context.Context, j *job) bool {
 	sctx, cancel := context.WithTimeout(ctx, cooldownCheckTimeout)
 	defer cancel()
 	l, _, err := p.adapt.Limit(sctx, j.key, *j.pol.adaptive)
-	if err != nil || l.Rate >= j.rate {
+	if err != nil || !dropped(l.Rate, j.rate) {
 		return false
 	}
 	j.logger().Debug("workers: the bucket's adaptive rate dropped while the job waited; taking a new turn", "booked_at", j.rate, "rate", l.Rate)
 	return true
 }
+
+// dropped reports whether an adaptive rate now is enough below the rate a
+// turn was booked at for the turn to be given up for one at the new rate:
+// by more than 5 %. The booked rate is read back from the bucket's T, which
+// is rounded to a picosecond, so it may differ from the rate itself in its
+// last digits; an exact comparison would give up every turn, forever.
+func dropped(now, booked float64) bool { return now < 0.95*booked }

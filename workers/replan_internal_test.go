@@ -49,3 +49,13 @@ func TestReplanLooserAndWave(t *testing.T) {
 	assert.Equal(t, 306, replanWave(keyed), "the global bucket binds: 6 + 60/s over 5 s")
 	assert.Equal(t, 11, replanWave(slow))
 }
+
+// A turn is given up for a lower adaptive rate only when the rate fell by
+// more than 5 %: the rate read back from a bucket's T (rounded to a
+// picosecond) may exceed the rate itself in its last digits, which once
+// made every turn look dropped and a worker re-book forever.
+func TestDropped(t *testing.T) {
+	assert.False(t, dropped(24.4999999, 24.5), "the same rate, read back")
+	assert.False(t, dropped(24, 24.5))
+	assert.True(t, dropped(19.6, 24.5), "lowered after a 429")
+}

@@ -24,24 +24,22 @@ type adaptive struct {
 func parseAdapt(v string) (bool, error) { return parseOnOff(optAdapt, v) }
 
 // adaptsByDefault reports whether a spec under p adapts unless it says
-// adapt=off: a token bucket no faster than one token per microsecond (a
-// faster one cannot be an Adaptive's ceiling).
+// adapt=off: a token bucket that can be an Adaptive's ceiling (any valid one).
 func adaptsByDefault(p throttle.Policy) bool {
 	l, isBucket := p.(throttle.Limit)
 	return isBucket && throttle.Adaptive{Ceiling: l}.Validate() == nil
 }
 
 // apply sets sp.Adapt and sp.Floor from ad, once sp.Limit is built: on by
-// default for a token bucket, which alone can adapt, unless it is faster
-// than one token per microsecond; a floor needs adapt on and is converted to
-// the limit's period.
+// default for a token bucket, which alone can adapt; a floor needs adapt on
+// and is converted to the limit's period.
 func (ad adaptive) apply(sp *Spec) error {
 	l, isBucket := sp.Limit.(throttle.Limit)
 	switch {
 	case ad.set && ad.on && !isBucket:
 		return invalidf("adapt does not apply to policy %s (adapt is for policy %s)", PolicyName(sp.Limit), TokenBucket)
 	case ad.set && ad.on && !adaptsByDefault(l):
-		return invalidf("adapt=on does not apply to a rate faster than one token per microsecond (leave adapt out)")
+		return invalidf("adapt=on does not apply to this limit (leave adapt out)")
 	case ad.set:
 		sp.Adapt = ad.on
 	default:

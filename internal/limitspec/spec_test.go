@@ -69,7 +69,8 @@ func TestParseValid(t *testing.T) {
 		{"a=50/m,burst=5,floor=0.5/s", Spec{Type: "a", Limit: throttle.Limit{Rate: 50, Period: time.Minute, Burst: 5}, Floor: 30}},
 		// The fastest bucket throttle allows: one token per nanosecond (it
 		// does not adapt: no faster than one per µs does).
-		{"a=1000000000/s,burst=1", Spec{Type: "a", Limit: throttle.Limit{Rate: 1e9, Period: time.Second, Burst: 1}}},
+		{"a=1000000000/s,burst=1", Spec{Type: "a", Limit: throttle.Limit{Rate: 1e9, Period: time.Second, Burst: 1}, Adapt: true}},
+		{"a=2000000/s,adapt=on", Spec{Type: "a", Limit: throttle.Limit{Rate: 2e6, Period: time.Second, Burst: 2000000}, Adapt: true}},
 	}
 	for i, tt := range tests {
 		if l, bucket := tt.want.Limit.(throttle.Limit); bucket && l.Rate <= 1e6 {
@@ -119,7 +120,6 @@ func TestParseInvalid(t *testing.T) {
 		{"a=5/", `limit "a=5/": unknown unit "" (want s, m or h)`},
 		{"a=5/1s", `limit "a=5/1s": unknown unit "1s" (want s, m or h)`},
 		{"a=2000000000/s", `limit "a=2000000000/s": rate 2e+09 per 1s is faster than one token per nanosecond`},
-		{"a=2000000/s,adapt=on", `limit "a=2000000/s,adapt=on": adapt=on does not apply to a rate faster than one token per microsecond (leave adapt out)`},
 		{"a=5/s,", `limit "a=5/s,": empty option (a stray comma?)`},
 		{"a=5/s,,burst=1", `limit "a=5/s,,burst=1": empty option (a stray comma?)`},
 		{"a=5/s,burst", `limit "a=5/s,burst": option "burst" is not NAME=VALUE`},
