@@ -119,6 +119,26 @@ type policy struct {
 	late     time.Duration        // how late past its slot a ticket is still honoured (see lateTicket)
 }
 
+// CheckName reports why name cannot be a Policy's Name, or nil: it is
+// required, at most MaxPolicyName bytes, and free of braces (it names the
+// policy's buckets, whose Cluster hash tag it becomes) and control characters.
+// The error reads after the word for the name: "Name is required", "type
+// is 70 bytes, more than 64: ...". A pool checks every Policy's Name with
+// it; a program that takes names from its users may check them first.
+func CheckName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("is required")
+	case len(name) > MaxPolicyName:
+		return fmt.Errorf("is %d bytes, more than %d: it names the policy in metrics and logs", len(name), MaxPolicyName)
+	case strings.ContainsAny(name, "{}"):
+		return fmt.Errorf("%q must not contain braces: it names the policy's buckets", name)
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		return fmt.Errorf("%q contains a control character", name)
+	}
+	return nil
+}
+
 // fingerprint names the limits of p (policies, cost, in-flight bound) in a
 // short string: a ticket booked under other limits is void.
 func fingerprint(p *policy) string {
@@ -137,13 +157,8 @@ func fingerprint(p *policy) string {
 func newPolicy(pol Policy, defaultWait time.Duration, concurrency int) (*policy, error) {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	switch {
-	case pol.Name == "":
-		bad("Name is required")
-	case len(pol.Name) > MaxPolicyName:
-		bad("Name is %d bytes, more than %d", len(pol.Name), MaxPolicyName)
-	case strings.ContainsAny(pol.Name, "{}") || strings.IndexFunc(pol.Name, unicode.IsControl) >= 0:
-		bad("Name %q must not contain braces or control characters", pol.Name)
+	if err := CheckName(pol.Name); err != nil {
+		bad("Name %w", err)
 	}
 	if g, ok := pol.Global.(*throttle.Limit); ok && g != nil {
 		pol.Global = *g // a copy: the caller's value may change after
@@ -299,13 +314,13 @@ func (p *policy) buckets(t *asynq.Task, m queue.Meta) ([]throttle.Bucket, string
 	if p.global == nil {
 		return []throttle.Bucket{{Key: key, Limit: lim, N: n}}, key, nil
 	}
-	own := ownKey(p.Name, key, true)
+	own := BucketKey(p.Policy, key)
 	if len(own) > throttle.MaxKeyLen {
 		return nil, "", fmt.Errorf("%w: policy %q: key is %d bytes, more than %d", ErrKey, p.Name, len(key), throttle.MaxKeyLen-len(own)+len(key))
 	}
 	bs := []throttle.Bucket{
 		{Key: own, Limit: lim, N: n},
-		{Key: ownKey(p.Name, globalName, true), Limit: p.global, N: n},
+		{Key: GlobalKey(p.Policy), Limit: p.global, N: n},
 	}
 	if p.Fair {
 		bs[1].Share = &throttle.Share{Tenant: key, Weight: p.Weights[key], Horizon: p.FairHorizon}
@@ -313,22 +328,17 @@ func (p *policy) buckets(t *asynq.Task, m queue.Meta) ([]throttle.Bucket, string
 	return bs, own, nil
 }
 
-// ownKey is the bucket of key under the policy named name: key itself, or
-// with a global bucket "{name}:key", so that both share a Cluster slot.
-func ownKey(name, key string, global bool) string {
-	if !global {
+// BucketKey names the bucket a job of pol whose key is key (what pol.Key
+// derived, or pol.Name without a key template) takes its tokens from: key
+// itself, or with a Global bucket "{name}:key", so that both share a Cluster
+// slot. It is the one place a bucket's key is named: the pool takes tokens
+// there, and a program that reads a bucket (Limiter.Peek,
+// Limiter.AdaptiveLimit, Limiter.CooldownLeft) names it with BucketKey too.
+func BucketKey(pol Policy, key string) string {
+	if isNil(pol.Global) {
 		return key
 	}
-	return "{" + name + "}:" + key
-}
-
-// BucketKey is the bucket a job of pol whose key is key (what pol.Key
-// derived, or pol.Name without a key template) takes its tokens from: where
-// its cooldowns and its adaptive rate are kept, for a program that reads them
-// (Limiter.Peek, Limiter.AdaptiveLimit). With a Global bucket it is
-// "{name}:key", so that both share a Cluster slot.
-func BucketKey(pol Policy, key string) string {
-	return ownKey(pol.Name, key, !isNil(pol.Global))
+	return "{" + pol.Name + "}:" + key
 }
 
 // fairHorizon is the default FairHorizon for a process of concurrency slots
@@ -348,11 +358,12 @@ func fairHorizon(global throttle.Policy, concurrency int) time.Duration {
 
 // GlobalKey is the bucket pol's Global is kept in, "{name}:*global*", for a
 // program that reads it (Limiter.Peek, Limiter.Shares); "" without Global.
+// It is BucketKey of the global bucket's own key.
 func GlobalKey(pol Policy) string {
 	if isNil(pol.Global) {
 		return ""
 	}
-	return ownKey(pol.Name, globalName, true)
+	return BucketKey(pol, globalName)
 }
 
 // inFlightKey is the key of the in-flight semaphore of a job whose own bucket

@@ -50,13 +50,14 @@ func boundsOf(spec string) (bounds, error) {
 		return bounds{}, err
 	}
 	tb, ok := sp.Limit.(throttle.Limit)
-	if !ok || sp.Global == nil {
+	global, hasGlobal := sp.Global.(throttle.Limit)
+	if !ok || !hasGlobal {
 		return bounds{}, fmt.Errorf("%q: want a token bucket with global=", spec)
 	}
 	return bounds{
 		spec:     spec,
 		tenant:   perSecond(tb),
-		global:   perSecond(*sp.Global),
+		global:   perSecond(global),
 		inFlight: sp.InFlight,
 		maxWait:  sp.MaxWait,
 	}, nil

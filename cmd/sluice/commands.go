@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/limitspec"
 	"github.com/sluicehq/sluice/throttle"
+	"github.com/sluicehq/sluice/workers"
 )
 
 func cmdLimits(ctx context.Context, f *fleet, opts options, _ []string, out io.Writer) error {
@@ -95,23 +96,23 @@ func cmdSetBy(ctx context.Context, f *fleet, spec, by string, out io.Writer) err
 		return cli.Usagef("%w", err)
 	}
 	var sp limitspec.Spec
-	err = f.change(ctx, parsed.Type, func() (err error) {
+	err = f.change(ctx, parsed.Name, func() (err error) {
 		sp, err = f.ctl.Set(ctx, spec, by)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("set %s: %w", parsed.String(), err)
 	}
-	switch n := f.limiting(ctx, sp.Type); {
+	switch n := f.limiting(ctx, sp.Name); {
 	case n < 0: // the heartbeats cannot be read
-		fmt.Fprintf(out, "set %s (runtime); every worker that limits %s applies it within a second\n", sp.String(), sp.Type)
+		fmt.Fprintf(out, "set %s (runtime); every worker that limits %s applies it within a second\n", sp.String(), sp.Name)
 	case n == 0:
 		fmt.Fprintf(out, "set %s (runtime); but no live worker limits type %q: a worker applies it "+
-			"once it runs with a limit for the type (sluice limits lists the types the workers limit)\n", sp.String(), cli.Clip(sp.Type))
+			"once it runs with a limit for the type (sluice limits lists the types the workers limit)\n", sp.String(), cli.Clip(sp.Name))
 	case n == 1:
-		fmt.Fprintf(out, "set %s (runtime); the worker that limits %s applies it within a second\n", sp.String(), sp.Type)
+		fmt.Fprintf(out, "set %s (runtime); the worker that limits %s applies it within a second\n", sp.String(), sp.Name)
 	default:
-		fmt.Fprintf(out, "set %s (runtime); the %d workers that limit %s apply it within a second\n", sp.String(), n, sp.Type)
+		fmt.Fprintf(out, "set %s (runtime); the %d workers that limit %s apply it within a second\n", sp.String(), n, sp.Name)
 	}
 	return nil
 }
@@ -188,8 +189,11 @@ func checkBucket(opts options, args []string) error {
 		return cli.Usagef("KEY is empty: want a bucket, such as http:request, or tenant:acme with --type TYPE")
 	case len(key) > throttle.MaxKeyLen:
 		return cli.Usagef("KEY is %d bytes, longer than %d", len(key), throttle.MaxKeyLen)
-	case len(opts.typ) > limitspec.MaxTypeLen:
-		return cli.Usagef("--type is %d bytes, longer than %d", len(opts.typ), limitspec.MaxTypeLen)
+	}
+	if opts.typ != "" {
+		if err := workers.CheckName(opts.typ); err != nil {
+			return cli.Usagef("--type %w", err)
+		}
 	}
 	return nil
 }

@@ -203,16 +203,16 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 		if err == nil && v.Malformed == "" {
 			v.Policy = limitspec.PolicyName(sp.Limit)
 			v.RatePerS = perSecond(sp.Limit)
-			v.Keyed = sp.Key != ""
+			v.Keyed = sp.KeyTemplate != ""
 			if l, ok := sp.Limit.(throttle.Limit); ok && sp.Adapt && !v.Keyed {
-				bucket := bucketKey(sp, sp.Type)
-				a := throttle.Adaptive{Ceiling: l, Floor: sp.Floor}
+				bucket := workers.BucketKey(sp.Policy, sp.Name)
+				a := throttle.Adaptive{Ceiling: l, Floor: sp.AdaptFloor}
 				if _, st, err := f.lim.AdaptiveLimit(ctx, bucket, a); err == nil {
 					v.Effective, v.EffectiveWhy = perSecond(throttle.Limit{Rate: st.Rate, Period: l.Period, Burst: l.Burst}), st.Reason
 				}
 			}
 			if sp.Fair && sp.Global != nil {
-				ts, n, err := f.lim.Shares(ctx, workers.GlobalKey(workers.Policy{Name: sp.Type, Global: *sp.Global}), *sp.Global, maxTenants)
+				ts, n, err := f.lim.Shares(ctx, workers.GlobalKey(sp.Policy), sp.Global, maxTenants)
 				if err == nil {
 					v.TenantCount = n
 					for _, t := range ts {
@@ -221,7 +221,7 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 				}
 			}
 			if !v.Keyed {
-				if st, err := f.lim.Peek(ctx, bucketKey(sp, sp.Type), sp.Limit); err == nil {
+				if st, err := f.lim.Peek(ctx, workers.BucketKey(sp.Policy, sp.Name), sp.Limit); err == nil {
 					tokens := st.Remaining
 					v.Tokens = &tokens
 					v.Cooldown = st.Cooldown.Seconds()
@@ -252,7 +252,7 @@ func (f *fleet) limiting(ctx context.Context, typ string) int {
 
 // policyOf finds the policy of bucket key: the limit of type typ (key itself
 // when typ is empty), runtime first, else as the workers apply it; and the
-// bucket the workers keep key in under it (see bucketKey).
+// bucket the workers keep key in under it (workers.BucketKey).
 func (f *fleet) policyOf(ctx context.Context, key, typ string) (throttle.Policy, string, error) {
 	if typ == "" {
 		typ = key
@@ -272,10 +272,10 @@ func (f *fleet) policyOf(ctx context.Context, key, typ string) (throttle.Policy,
 		if err != nil {
 			return nil, "", err
 		}
-		if sp.Key != "" && key == typ {
-			return nil, "", cli.Usagef("%s has a key template (%s): name a bucket it makes, e.g. sluice inspect tenant:acme --type %s", typ, sp.Key, typ)
+		if sp.KeyTemplate != "" && key == typ {
+			return nil, "", cli.Usagef("%s has a key template (%s): name a bucket it makes, e.g. sluice inspect tenant:acme --type %s", typ, sp.KeyTemplate, typ)
 		}
-		return sp.Limit, bucketKey(sp, key), nil
+		return sp.Limit, workers.BucketKey(sp.Policy, key), nil
 	}
 	return nil, "", cli.Usagef("no limit for type %q in the fleet (no runtime limit, no worker reports one); see sluice limits", typ)
 }
@@ -344,12 +344,12 @@ func (f *fleet) change(ctx context.Context, typ string, commit func() error) err
 // booked there. It returns the bucket it emptied, if any; its error says
 // what it had done.
 func (f *fleet) restart(ctx context.Context, old *limitspec.Spec) (string, error) {
-	if old == nil || (old.Key != "" && old.Global == nil) {
+	if old == nil || (old.KeyTemplate != "" && old.Global == nil) {
 		return "", nil
 	}
-	bucket, limit := bucketKey(*old, old.Type), old.Limit
-	if old.Key != "" {
-		bucket, limit = workers.GlobalKey(workers.Policy{Name: old.Type, Global: *old.Global}), *old.Global
+	bucket, limit := workers.BucketKey(old.Policy, old.Name), old.Limit
+	if old.KeyTemplate != "" {
+		bucket, limit = workers.GlobalKey(old.Policy), old.Global
 	}
 	left, err := f.lim.CooldownLeft(ctx, bucket)
 	if err != nil {
@@ -361,18 +361,8 @@ func (f *fleet) restart(ctx context.Context, old *limitspec.Spec) (string, error
 	if left > 0 {
 		if _, err := f.lim.Cooldown(ctx, bucket, limit, left); err != nil {
 			return "", fmt.Errorf("not applied: bucket %s was reset (full again) but its cooldown could not be put back "+
-				"(sluice cooldown %s %v puts it back): %w", bucket, old.Type, left.Round(time.Second), err)
+				"(sluice cooldown %s %v puts it back): %w", bucket, old.Name, left.Round(time.Second), err)
 		}
 	}
 	return bucket, nil
-}
-
-// bucketKey is the bucket the workers keep key in under the limit sp
-// (workers.BucketKey): key itself, or "{type}:key" when sp has global=.
-func bucketKey(sp limitspec.Spec, key string) string {
-	pol := workers.Policy{Name: sp.Type}
-	if sp.Global != nil {
-		pol.Global = *sp.Global
-	}
-	return workers.BucketKey(pol, key)
 }

@@ -10,20 +10,20 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicehq/sluice/internal/limitspec"
 	"github.com/sluicehq/sluice/throttle"
 )
 
-func TestPolicyFor(t *testing.T) {
-	sp, err := limitspec.Parse("email:send=100/m,burst=10,key=tenant:{payload.tenant},max-wait=2s,cost=2,global=500/s:50,in-flight=5")
+// A spec is the pool's policy: every field reaches it, the key template
+// made a KeyFunc.
+func TestSpecPolicy(t *testing.T) {
+	got, err := loadLimits([]string{"email:send=100/m,burst=10,key=tenant:{payload.tenant},max-wait=2s,cost=2,global=500/s:50,in-flight=5"}, "")
 	require.NoError(t, err)
-	pol, err := policyFor(sp)
-	require.NoError(t, err)
+	require.Len(t, got, 1)
+	pol := got[0].spec.Policy
 	assert.Equal(t, "email:send", pol.Name)
 	assert.Equal(t, 5, pol.InFlight)
 	assert.Equal(t, throttle.Limit{Rate: 100, Period: time.Minute, Burst: 10}, pol.Limit)
-	require.NotNil(t, pol.Global)
-	assert.Equal(t, throttle.Limit{Rate: 500, Period: time.Second, Burst: 50}, pol.Global, "a copy: the policy holds the value")
+	assert.Equal(t, throttle.Limit{Rate: 500, Period: time.Second, Burst: 50}, pol.Global, "a value")
 	assert.Equal(t, 2, pol.Cost)
 	assert.Equal(t, 2*time.Second, pol.MaxWait)
 	require.NotNil(t, pol.Key)
@@ -31,10 +31,9 @@ func TestPolicyFor(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "tenant:acme", key)
 
-	sp, err = limitspec.Parse("http:request=50/s")
+	got, err = loadLimits([]string{"http:request=50/s"}, "")
 	require.NoError(t, err)
-	pol, err = policyFor(sp)
-	require.NoError(t, err)
+	pol = got[0].spec.Policy
 	assert.Equal(t, "http:request", pol.Name)
 	assert.Equal(t, throttle.Limit{Rate: 50, Period: time.Second, Burst: 50}, pol.Limit)
 	assert.Nil(t, pol.Key, "no template: one bucket, named after the type")
@@ -48,11 +47,9 @@ func TestPolicyFor(t *testing.T) {
 		"http:request=40/s,policy=sliding-log":               throttle.SlidingLog{Max: 40, Window: time.Second},
 		"http:request=50/s,policy=leaky-bucket,capacity=100": throttle.LeakyBucket{Rate: 50, Period: time.Second, Capacity: 100},
 	} {
-		sp, err = limitspec.Parse(in)
+		got, err = loadLimits([]string{in}, "")
 		require.NoError(t, err, in)
-		pol, err = policyFor(sp)
-		require.NoError(t, err, in)
-		assert.Equal(t, want, pol.Limit, in)
+		assert.Equal(t, want, got[0].spec.Limit, in)
 	}
 }
 
@@ -68,13 +65,13 @@ func TestLoadLimits(t *testing.T) {
 	got, err := loadLimits([]string{"report:build=1/m", "http:request=50/s,burst=5"}, path)
 	require.NoError(t, err)
 	require.Len(t, got, 3)
-	assert.Equal(t, "http:request", got[0].policy.Name)
-	assert.Equal(t, throttle.Limit{Rate: 50, Period: time.Second, Burst: 5}, got[0].policy.Limit)
+	assert.Equal(t, "http:request", got[0].spec.Name)
+	assert.Equal(t, throttle.Limit{Rate: 50, Period: time.Second, Burst: 5}, got[0].spec.Limit)
 	assert.Equal(t, `limit "http:request=50/s,burst=5"`, got[0].source)
-	assert.Equal(t, "sleep", got[1].policy.Name)
-	assert.Equal(t, throttle.Limit{Rate: 5, Period: time.Second, Burst: 2}, got[1].policy.Limit)
+	assert.Equal(t, "sleep", got[1].spec.Name)
+	assert.Equal(t, throttle.Limit{Rate: 5, Period: time.Second, Burst: 2}, got[1].spec.Limit)
 	assert.Equal(t, `limits file "`+path+`", type "sleep"`, got[1].source)
-	assert.Equal(t, "report:build", got[2].policy.Name)
+	assert.Equal(t, "report:build", got[2].spec.Name)
 
 	got, err = loadLimits(nil, "")
 	require.NoError(t, err)

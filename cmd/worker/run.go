@@ -239,7 +239,7 @@ func builtinHandlers(c config) map[string]asynq.Handler {
 func register(pool *workers.Pool, handlers map[string]asynq.Handler, limits []limit, r *rates) {
 	byType := make(map[string]*workers.Policy, len(limits))
 	for i := range limits {
-		byType[limits[i].spec.Type] = &limits[i].policy
+		byType[limits[i].spec.Name] = &limits[i].spec.Policy
 	}
 	// Limited types first, in the order of the limits, so that the status
 	// line lists them in that order.
@@ -260,7 +260,7 @@ func register(pool *workers.Pool, handlers map[string]asynq.Handler, limits []li
 
 // index is the position of the limit for typ, or len(limits) if none.
 func index(limits []limit, typ string) int {
-	if i := slices.IndexFunc(limits, func(l limit) bool { return l.spec.Type == typ }); i >= 0 {
+	if i := slices.IndexFunc(limits, func(l limit) bool { return l.spec.Name == typ }); i >= 0 {
 		return i
 	}
 	return len(limits)

@@ -72,8 +72,8 @@ func newRuntimeLimits(ctl *control.Control, pool *workers.Pool, lim *throttle.Li
 		if strings.HasPrefix(l.source, "limits file") {
 			src = "file"
 		}
-		rl.base[l.spec.Type] = applied{spec: l.spec, source: src}
-		rl.now[l.spec.Type] = rl.base[l.spec.Type]
+		rl.base[l.spec.Name] = applied{spec: l.spec, source: src}
+		rl.now[l.spec.Name] = rl.base[l.spec.Name]
 	}
 	return rl
 }
@@ -176,14 +176,10 @@ func (rl *runtimeLimits) sync(ctx context.Context) {
 
 // apply gives the pool the policy of sp; rl.mu is held.
 func (rl *runtimeLimits) apply(sp limitspec.Spec) error {
-	pol, err := policyFor(sp)
-	if err != nil {
+	if err := rl.pool.SetPolicy(sp.Name, sp.Policy); err != nil {
 		return err
 	}
-	if err := rl.pool.SetPolicy(sp.Type, pol); err != nil {
-		return err
-	}
-	rl.rates.setLimit(sp.Type, pol)
+	rl.rates.setLimit(sp.Name, sp.Policy)
 	return nil
 }
 
@@ -195,7 +191,7 @@ func (rl *runtimeLimits) current() []applied {
 	for _, a := range rl.now {
 		out = append(out, a)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].spec.Type < out[j].spec.Type })
+	sort.Slice(out, func(i, j int) bool { return out[i].spec.Name < out[j].spec.Name })
 	return out
 }
 
@@ -220,9 +216,9 @@ func (rl *runtimeLimits) beat(ctx context.Context) {
 	span := now.Sub(oldest.at).Seconds()
 	waiting := rl.pool.WaitingByPolicy()
 	for _, a := range rl.current() {
-		ls := control.LimitState{Type: a.spec.Type, Spec: a.spec.String(), Source: a.source, Waiting: waiting[a.spec.Type]}
+		ls := control.LimitState{Type: a.spec.Name, Spec: a.spec.String(), Source: a.source, Waiting: waiting[a.spec.Name]}
 		if span > 0 {
-			ls.Grants = float64(runs[a.spec.Type]-oldest.runs[a.spec.Type]) / span
+			ls.Grants = float64(runs[a.spec.Name]-oldest.runs[a.spec.Name]) / span
 		}
 		h.Limits = append(h.Limits, ls)
 	}

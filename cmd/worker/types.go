@@ -33,10 +33,10 @@ func runnable(c config, limits []limit, handlers map[string]asynq.Handler) (idle
 	runs := strings.Join(known, " and ")
 	limited := make(map[string]bool, len(limits))
 	for _, l := range limits {
-		if handlers[l.spec.Type] == nil {
-			return nil, cli.Usagef("%s: this worker has no job type %q (it runs %s)", l.source, l.spec.Type, runs)
+		if handlers[l.spec.Name] == nil {
+			return nil, cli.Usagef("%s: this worker has no job type %q (it runs %s)", l.source, l.spec.Name, runs)
 		}
-		limited[l.spec.Type] = true
+		limited[l.spec.Name] = true
 	}
 	free := make(map[string]bool, len(c.unlimited))
 	for _, t := range c.unlimited {

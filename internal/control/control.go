@@ -98,7 +98,7 @@ func (c *Control) Set(ctx context.Context, spec, by string) (limitspec.Spec, err
 	if err != nil {
 		return limitspec.Spec{}, err
 	}
-	if _, err := c.change(ctx, "set", sp.Type, string(b)); err != nil {
+	if _, err := c.change(ctx, "set", sp.Name, string(b)); err != nil {
 		return limitspec.Spec{}, err
 	}
 	return sp, nil

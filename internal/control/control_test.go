@@ -25,7 +25,7 @@ func TestSetUnsetLimits(t *testing.T) {
 
 	sp, err := c.Set(ctx, "http:request=20/s,burst=2", "ops@host")
 	require.NoError(t, err)
-	assert.Equal(t, "http:request", sp.Type)
+	assert.Equal(t, "http:request", sp.Name)
 	msg := <-sub.Channel()
 	assert.Equal(t, "http:request", msg.Payload, "workers are told")
 

@@ -30,7 +30,7 @@ func adaptsByDefault(p throttle.Policy) bool {
 	return isBucket && throttle.Adaptive{Ceiling: l}.Validate() == nil
 }
 
-// apply sets sp.Adapt and sp.Floor from ad, once sp.Limit is built: on by
+// apply sets sp.Adapt and sp.AdaptFloor from ad, once sp.Limit is built: on by
 // default for a token bucket, which alone can adapt; a floor needs adapt on
 // and is converted to the limit's period.
 func (ad adaptive) apply(sp *Spec) error {
@@ -51,8 +51,8 @@ func (ad adaptive) apply(sp *Spec) error {
 	if !sp.Adapt {
 		return invalidf("floor needs adapt=on (the least rate an adaptive limit falls to)")
 	}
-	sp.Floor = ad.floor / ad.floorP.Seconds() * l.Period.Seconds()
-	if sp.Floor > l.Rate {
+	sp.AdaptFloor = ad.floor / ad.floorP.Seconds() * l.Period.Seconds()
+	if sp.AdaptFloor > l.Rate {
 		return invalidf("floor is above the rate: the least rate must not exceed the limit")
 	}
 	return nil

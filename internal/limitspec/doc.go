@@ -18,4 +18,10 @@
 //
 // The limits file holds the same fields as JSON; see [LoadFile]. [Merge]
 // combines the two, flags winning.
+//
+// A [Spec] is the workers.Policy a pool enforces, with the key template its
+// Key was made from: the type is the policy's Name (checked by
+// workers.CheckName, as the pool checks it), and a program that reads a
+// spec's buckets names them with workers.BucketKey and workers.GlobalKey,
+// as the pool does.
 package limitspec

@@ -12,7 +12,7 @@ func ExampleParse() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(sp.Type, sp.Limit, sp.Key, sp.MaxWait)
+	fmt.Println(sp.Name, sp.Limit, sp.KeyTemplate, sp.MaxWait)
 
 	// The burst defaults to a second's worth of tokens.
 	sp, _ = limitspec.Parse("http:request=50/s")

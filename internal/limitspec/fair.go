@@ -59,10 +59,10 @@ func parseWeights(v string) (map[string]int, error) {
 	return ws, nil
 }
 
-// apply sets sp.Fair and sp.Weights from f, once sp.Key and sp.Global are
+// apply sets sp.Fair and sp.Weights from f, once sp.KeyTemplate and sp.Global are
 // known: on by default when the spec has both.
 func (f fairness) apply(sp *Spec) error {
-	can := sp.Key != "" && sp.Global != nil
+	can := sp.KeyTemplate != "" && sp.Global != nil
 	switch {
 	case f.set && f.on && !can:
 		return invalidf("fair needs key= and global= (it shares the global bucket among the keys)")
@@ -80,7 +80,7 @@ func (f fairness) apply(sp *Spec) error {
 
 // validateFair checks the fair-share fields of s.
 func validateFair(s Spec) error {
-	if s.Fair && (s.Key == "" || s.Global == nil) {
+	if s.Fair && (s.KeyTemplate == "" || s.Global == nil) {
 		return invalidf("fair needs key= and global= (it shares the global bucket among the keys)")
 	}
 	if len(s.Weights) > 0 && !s.Fair {
@@ -99,7 +99,7 @@ func validateFair(s Spec) error {
 
 // writeFair writes the fair options of s that differ from the default.
 func writeFair(b *strings.Builder, s Spec) {
-	if s.Key != "" && s.Global != nil && !s.Fair {
+	if s.KeyTemplate != "" && s.Global != nil && !s.Fair {
 		fmt.Fprintf(b, ",%s=off", optFair)
 	}
 	if len(s.Weights) == 0 {

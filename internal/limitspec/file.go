@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/sluicehq/sluice/workers"
 )
 
 // MaxFileSize bounds the limits file LoadFile reads, in bytes.
@@ -153,10 +155,10 @@ func parseEntries(dec *json.Decoder, data []byte) ([]Spec, error) {
 			}
 			return nil, fmt.Errorf("limits[%d]: %w", i, err)
 		}
-		if j, dup := index[sp.Type]; dup {
-			return nil, invalidf("limits[%d] and limits[%d] are both for type %s", j, i, quote(sp.Type))
+		if j, dup := index[sp.Name]; dup {
+			return nil, invalidf("limits[%d] and limits[%d] are both for type %s", j, i, quote(sp.Name))
 		}
-		index[sp.Type] = i
+		index[sp.Name] = i
 		specs = append(specs, sp)
 	}
 	if _, err := dec.Token(); err != nil { // the closing ']'
@@ -177,7 +179,7 @@ func (e fileEntry) spec() (Spec, error) {
 	if err != nil {
 		return Spec{}, err
 	}
-	sp := Spec{Type: e.Type, Key: e.Key}
+	sp := Spec{Policy: workers.Policy{Name: e.Type}, KeyTemplate: e.Key}
 	sh := shape{policy: e.Policy}
 	for _, o := range []struct {
 		name string
@@ -222,7 +224,7 @@ func (e fileEntry) spec() (Spec, error) {
 		if err != nil {
 			return Spec{}, err
 		}
-		sp.Global = &g
+		sp.Global = g
 	}
 	if e.InFlight != nil {
 		if *e.InFlight < 1 {
@@ -237,10 +239,7 @@ func (e fileEntry) spec() (Spec, error) {
 	if err := fa.apply(&sp); err != nil {
 		return Spec{}, err
 	}
-	if err := sp.Validate(); err != nil {
-		return Spec{}, err
-	}
-	return sp, nil
+	return sp.finish()
 }
 
 // expectDelim reads the next token and reports an error unless it is want.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/workers"
 )
 
 // FuzzParse checks that Parse never panics, that what it accepts validates
@@ -16,7 +18,7 @@ func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		"http:request=50/s,burst=5",
 		"email:send=100/m,burst=10,key=tenant:{payload.tenant}",
-		"llm:call=500/m,burst=20,key={acct}:{payload.account},max-wait=2s,cost=3,global=5000/m:100",
+		"llm:call=500/m,burst=20,key={type}:{payload.account},max-wait=2s,cost=3,global=5000/m:100",
 		"a=0.5/second,global=1/h",
 		"a=1/s,in-flight=5",
 		"x=50/q",
@@ -48,10 +50,13 @@ func FuzzParse(f *testing.F) {
 		}
 		if sp.Global != nil {
 			if err := sp.Global.Validate(); err != nil {
-				t.Fatalf("Parse(%q): global %v does not validate: %v", s, *sp.Global, err)
+				t.Fatalf("Parse(%q): global %v does not validate: %v", s, sp.Global, err)
 			}
 		}
-		if sp.Type == "" || len(sp.Type) > MaxTypeLen || len(sp.Key) > MaxKeyLen || mostOf(sp.Limit) < 1 || sp.Cost < 0 || sp.MaxWait < 0 {
+		if (sp.KeyTemplate != "") != (sp.Key != nil) {
+			t.Fatalf("Parse(%q) = %+v: key template %q but Key %v", s, sp, sp.KeyTemplate, sp.Key != nil)
+		}
+		if sp.Name == "" || len(sp.Name) > workers.MaxPolicyName || len(sp.KeyTemplate) > workers.MaxKeyTemplate || mostOf(sp.Limit) < 1 || sp.Cost < 0 || sp.MaxWait < 0 {
 			t.Fatalf("Parse(%q) = %+v: out of bounds", s, sp)
 		}
 		again, err := Parse(sp.String())
@@ -68,16 +73,10 @@ func FuzzParse(f *testing.F) {
 }
 
 func equal(a, b Spec) bool {
-	if (a.Global == nil) != (b.Global == nil) {
+	fa, fb := flatOf(a), flatOf(b)
+	if !maps.Equal(fa.Weights, fb.Weights) {
 		return false
 	}
-	if a.Global != nil && *a.Global != *b.Global {
-		return false
-	}
-	if !maps.Equal(a.Weights, b.Weights) {
-		return false
-	}
-	a.Global, b.Global = nil, nil
-	a.Weights, b.Weights = nil, nil
-	return reflect.DeepEqual(a, b)
+	fa.Weights, fb.Weights = nil, nil
+	return reflect.DeepEqual(fa, fb)
 }

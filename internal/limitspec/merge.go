@@ -11,42 +11,39 @@ func Merge(file, flags []Spec) ([]Spec, error) {
 	fromFlag := make(map[string]int, len(flags))
 	for i, sp := range flags {
 		if err := sp.Validate(); err != nil {
-			return nil, fmt.Errorf("--limit %s: %w", quote(sp.Type), err)
+			return nil, fmt.Errorf("--limit %s: %w", quote(sp.Name), err)
 		}
-		if j, dup := fromFlag[sp.Type]; dup {
-			return nil, invalidf("--limit given twice for type %s (flags %d and %d)", quote(sp.Type), j+1, i+1)
+		if j, dup := fromFlag[sp.Name]; dup {
+			return nil, invalidf("--limit given twice for type %s (flags %d and %d)", quote(sp.Name), j+1, i+1)
 		}
-		fromFlag[sp.Type] = i
+		fromFlag[sp.Name] = i
 	}
 	out := make([]Spec, 0, len(file)+len(flags))
 	inFile := make(map[string]bool, len(file))
 	for _, sp := range file {
 		if err := sp.Validate(); err != nil {
-			return nil, fmt.Errorf("limits file entry for %s: %w", quote(sp.Type), err)
+			return nil, fmt.Errorf("limits file entry for %s: %w", quote(sp.Name), err)
 		}
-		if inFile[sp.Type] {
-			return nil, invalidf("limits file has two entries for type %s", quote(sp.Type))
+		if inFile[sp.Name] {
+			return nil, invalidf("limits file has two entries for type %s", quote(sp.Name))
 		}
-		inFile[sp.Type] = true
-		if i, ok := fromFlag[sp.Type]; ok {
+		inFile[sp.Name] = true
+		if i, ok := fromFlag[sp.Name]; ok {
 			sp = flags[i]
 		}
 		out = append(out, sp.clone())
 	}
 	for _, sp := range flags {
-		if !inFile[sp.Type] {
+		if !inFile[sp.Name] {
 			out = append(out, sp.clone())
 		}
 	}
 	return out, nil
 }
 
-// clone returns a copy of s that shares no memory with it.
+// clone returns a copy of s that shares no memory with it (its Global is
+// a value, its Key a function that keeps no state).
 func (s Spec) clone() Spec {
-	if s.Global != nil {
-		g := *s.Global
-		s.Global = &g
-	}
 	if s.Weights != nil {
 		ws := make(map[string]int, len(s.Weights))
 		for k, w := range s.Weights {

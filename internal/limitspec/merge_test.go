@@ -21,20 +21,20 @@ func mustParse(t *testing.T, specs ...string) []Spec {
 }
 
 func TestMerge(t *testing.T) {
-	file := mustParse(t, "a=1/s", "b=2/s,global=10/s", "c=3/s")
+	file := mustParse(t, "a=1/s", "b=2/s,key=t:{payload.t},global=10/s,weights=t:x:2", "c=3/s")
 	flags := mustParse(t, "d=4/s", "b=20/m,key=k")
 
 	got, err := Merge(file, flags)
 	require.NoError(t, err)
-	assert.Equal(t, mustParse(t, "a=1/s", "b=20/m,key=k", "c=3/s", "d=4/s"), got)
+	assert.Equal(t, flatsOf(mustParse(t, "a=1/s", "b=20/m,key=k", "c=3/s", "d=4/s")), flatsOf(got))
 
 	// The result shares nothing with the inputs.
-	got[1].Key = "changed"
-	assert.Equal(t, "k", flags[1].Key)
+	got[1].KeyTemplate = "changed"
+	assert.Equal(t, "k", flags[1].KeyTemplate)
 	got, err = Merge(file, nil)
 	require.NoError(t, err)
-	got[1].Global.Burst = 99
-	assert.Equal(t, 10, file[1].Global.Burst)
+	got[1].Weights["t:x"] = 99
+	assert.Equal(t, 2, file[1].Weights["t:x"])
 }
 
 func TestMergeEmpty(t *testing.T) {
@@ -44,7 +44,7 @@ func TestMergeEmpty(t *testing.T) {
 
 	got, err = Merge(nil, mustParse(t, "a=1/s"))
 	require.NoError(t, err)
-	assert.Equal(t, mustParse(t, "a=1/s"), got)
+	assert.Equal(t, flatsOf(mustParse(t, "a=1/s")), flatsOf(got))
 }
 
 func TestMergeInvalid(t *testing.T) {

@@ -7,57 +7,39 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/sluicehq/sluice/throttle"
+	"github.com/sluicehq/sluice/workers"
 )
 
-// Bounds that [Spec.Validate] enforces.
-const (
-	MaxTypeLen = 256 // bytes in Spec.Type
-	MaxKeyLen  = 256 // bytes in Spec.Key, the template before expansion
-	// MaxMaxWait bounds Spec.MaxWait: a job holds a worker slot that long
-	// at most, and a day is already the default horizon of a throttled job.
-	MaxMaxWait = 24 * time.Hour
-	// maxCount bounds burst and cost; throttle refuses larger buckets anyway.
-	maxCount = 1 << 30
-)
+// MaxMaxWait bounds a spec's max-wait: a job holds a worker slot that long
+// at most, and a day is already the default horizon of a throttled job.
+const MaxMaxWait = 24 * time.Hour
 
-// Spec is the limit a worker enforces on one task type: a policy (a token
-// bucket unless policy= says otherwise), the bucket's key, how long a job may wait for tokens, what a job costs, an
-// optional global bucket taken together with the keyed one, and an optional
-// bound on the jobs of one key running at once across the fleet.
+// maxCount bounds burst and cost; throttle refuses larger buckets anyway.
+const maxCount = 1 << 30
+
+// Spec is the limit a worker enforces on one task type: the workers.Policy
+// the pool takes it as, and the key template its Key was made from, which
+// the spec writes back (a KeyFunc cannot be printed).
 //
-// [Parse] and [LoadFile] return Specs that pass [Spec.Validate].
+// The policy's Name is the task type. Its Limit is the policy= (a
+// throttle.Limit unless the spec says otherwise; a burst left out defaults
+// to max(1, ceil(tokens per second)), and so does a leaky bucket's
+// capacity). Its Global, when the spec has global=, is a throttle.Limit.
+// Adapt is on by default for a token bucket (adapt=off turns it off), with
+// AdaptFloor per Limit's period; Fair is on by default when the spec has
+// both a key and global= (fair=off turns it off), with Weights by the key
+// the template derives ("tenant:acme").
+//
+// [Parse] and [LoadFile] return Specs that pass [Spec.Validate], whose Key
+// is made from KeyTemplate by workers.KeyTemplate.
 type Spec struct {
-	Type string // task type the limit applies to
-	// Limit is the policy: a throttle.Limit (a burst left out of the spec
-	// defaults to max(1, ceil(tokens per second))), FixedWindow, SlidingLog,
-	// SlidingWindow or LeakyBucket (a capacity left out defaults the same way).
-	Limit throttle.Policy
-	// Key is a template for the bucket key, such as "tenant:{payload.tenant}",
-	// expanded by the worker for each job. "" means no key: one bucket named
-	// after the type.
-	Key     string
-	MaxWait time.Duration   // longest a job holds a worker slot waiting; 0 means the worker's default
-	Cost    int             // tokens a job takes; 0 means 1
-	Global  *throttle.Limit // a bucket shared by every key of the type, taken with the keyed one; nil means none
-	// InFlight is the most jobs of one key that run at once across the
-	// fleet (workers.Policy.InFlight); 0 means no bound.
-	InFlight int
-	// Adapt: the fleet learns the effective rate under Limit, its ceiling
-	// (workers.Policy.Adapt). On by default for a token bucket, the only
-	// policy that adapts; adapt=off turns it off.
-	Adapt bool
-	// Floor is the least effective rate of an adaptive limit, per Limit's
-	// period; 0 means the default, a tenth of the rate.
-	Floor float64
-	// Fair shares Global among the keys by weight (workers.Policy.Fair). On
-	// by default when the spec has both Key and Global; fair=off turns it off.
-	Fair bool
-	// Weights are the keys' weights under Fair, by the key the template
-	// derives ("tenant:acme"); a key not listed weighs 1.
-	Weights map[string]int
+	workers.Policy
+	// KeyTemplate is the template of the policy's Key, such as
+	// "tenant:{payload.tenant}", expanded by the pool for each job. "" means
+	// no key: one bucket named after the type.
+	KeyTemplate string
 }
 
 // Parse parses one limit written as
@@ -118,8 +100,8 @@ func parse(s string) (Spec, error) {
 	if !ok {
 		return Spec{}, invalidf("want TYPE=RATE/UNIT, e.g. http:request=50/s")
 	}
-	sp := Spec{Type: strings.TrimSpace(typ)}
-	if sp.Type == "" {
+	sp := Spec{Policy: workers.Policy{Name: strings.TrimSpace(typ)}}
+	if sp.Name == "" {
 		return Spec{}, invalidf("type is empty")
 	}
 	r, period, err := parseRate(strings.TrimSpace(rate))
@@ -156,7 +138,7 @@ func parse(s string) (Spec, error) {
 				if value == "" {
 					err = invalidf("key is empty (leave it out for no key)")
 				}
-				sp.Key = value
+				sp.KeyTemplate = value
 			case optMaxWait:
 				sp.MaxWait, err = parseMaxWait(value)
 			case optCost:
@@ -164,7 +146,7 @@ func parse(s string) (Spec, error) {
 			case optGlobal:
 				var g throttle.Limit
 				g, err = parseGlobal(value)
-				sp.Global = &g
+				sp.Global = g
 			case optFlight:
 				sp.InFlight, err = parseCount(optFlight, value)
 			case optAdapt:
@@ -194,10 +176,7 @@ func parse(s string) (Spec, error) {
 	if err := fa.apply(&sp); err != nil {
 		return Spec{}, err
 	}
-	if err := sp.Validate(); err != nil {
-		return Spec{}, err
-	}
-	return sp, nil
+	return sp.finish()
 }
 
 // units maps every unit name Parse accepts to its period.
@@ -286,67 +265,92 @@ func DefaultBurst(rate float64, period time.Duration) int {
 	}
 }
 
-// Validate reports why s cannot be enforced, or nil: Type is not empty, at
-// most [MaxTypeLen] bytes, free of control characters, '=' and ',', and
-// without spaces at either end; the limits pass [throttle.Limit.Validate]; Key
-// is at most [MaxKeyLen] bytes, free of control characters and ',', without
-// spaces at either end, and its braces pair up with something
-// between them ("tenant:{payload.tenant}"); MaxWait, Cost and InFlight are
-// not negative, MaxWait is at most [MaxMaxWait], and InFlight passes
-// [throttle.Concurrency.Validate] if set; and Cost fits in the bursts, or no job could ever be granted. The error
-// matches [ErrInvalid].
+// Validate reports why s cannot be enforced, or nil: Name, the task type,
+// passes workers.CheckName and holds no '=' or ',' and no spaces at either
+// end; the limits pass their Validate; KeyTemplate, if set, holds no ',' and
+// no spaces at either end and passes workers.KeyTemplate; MaxWait, Cost and
+// InFlight are not negative, MaxWait is at most [MaxMaxWait], and InFlight
+// passes [throttle.Concurrency.Validate] if set; and Cost fits in the
+// bursts, or no job could ever be granted. The error matches [ErrInvalid].
 func (s Spec) Validate() error {
+	_, err := s.validate()
+	return err
+}
+
+// validate is Validate, returning the policy's Key made from KeyTemplate.
+func (s Spec) validate() (workers.KeyFunc, error) {
 	switch {
-	case s.Type == "":
-		return invalidf("type is empty")
-	case len(s.Type) > MaxTypeLen:
-		return invalidf("type is %d bytes, longer than %d", len(s.Type), MaxTypeLen)
-	case strings.TrimSpace(s.Type) != s.Type:
-		return invalidf("type %s starts or ends with a space", quote(s.Type))
-	case strings.ContainsAny(s.Type, "=,"):
-		return invalidf("type %s must not contain '=' or ','", quote(s.Type))
-	case strings.IndexFunc(s.Type, unicode.IsControl) >= 0:
-		return invalidf("type %s contains a control character", quote(s.Type))
+	case s.Name == "":
+		return nil, invalidf("type is empty")
+	case strings.TrimSpace(s.Name) != s.Name:
+		return nil, invalidf("type %s starts or ends with a space", quote(s.Name))
+	case strings.ContainsAny(s.Name, "=,"):
+		return nil, invalidf("type %s must not contain '=' or ','", quote(s.Name))
+	}
+	if err := workers.CheckName(s.Name); err != nil {
+		return nil, invalidf("type %v", err)
 	}
 	if err := validatePolicy("", s.Limit); err != nil {
-		return err
+		return nil, err
 	}
-	if s.Global != nil {
-		if err := validatePolicy("global ", *s.Global); err != nil {
-			return err
+	global, hasGlobal := globalOf(s)
+	if s.Global != nil && !hasGlobal {
+		return nil, invalidf("global %T is not a token bucket (global= always is)", s.Global)
+	}
+	if hasGlobal {
+		if err := validatePolicy("global ", global); err != nil {
+			return nil, err
 		}
 	}
-	if err := validateKey(s.Key); err != nil {
-		return err
+	key, err := keyOf(s.KeyTemplate)
+	if err != nil {
+		return nil, err
 	}
 	if err := validateFair(s); err != nil {
-		return err
+		return nil, err
 	}
 	if s.MaxWait < 0 {
-		return invalidf("max-wait %v must not be negative", s.MaxWait)
+		return nil, invalidf("max-wait %v must not be negative", s.MaxWait)
 	}
 	if s.MaxWait > MaxMaxWait {
-		return invalidf("max-wait %v is longer than %v (a job would hold a worker slot that long)", s.MaxWait, MaxMaxWait)
+		return nil, invalidf("max-wait %v is longer than %v (a job would hold a worker slot that long)", s.MaxWait, MaxMaxWait)
 	}
 	switch {
 	case s.Cost < 0:
-		return invalidf("cost %d must not be negative", s.Cost)
+		return nil, invalidf("cost %d must not be negative", s.Cost)
 	case s.Cost > mostOf(s.Limit):
 		n, what := most(s.Limit)
-		return invalidf("cost %d is larger than %s %d: no job could ever run", s.Cost, what, n)
-	case s.Global != nil && s.Cost > s.Global.Burst:
-		return invalidf("cost %d is larger than global burst %d: no job could ever run", s.Cost, s.Global.Burst)
+		return nil, invalidf("cost %d is larger than %s %d: no job could ever run", s.Cost, what, n)
+	case hasGlobal && s.Cost > global.Burst:
+		return nil, invalidf("cost %d is larger than global burst %d: no job could ever run", s.Cost, global.Burst)
 	case s.InFlight < 0:
-		return invalidf("in-flight %d must not be negative", s.InFlight)
+		return nil, invalidf("in-flight %d must not be negative", s.InFlight)
 	case s.InFlight > 0:
 		var ie *throttle.InvalidError
 		if err := (throttle.Concurrency{Max: s.InFlight}).Validate(); errors.As(err, &ie) {
-			return invalidf("in-flight: %s", ie.Reason)
+			return nil, invalidf("in-flight: %s", ie.Reason)
 		} else if err != nil {
-			return invalidf("in-flight: %v", err)
+			return nil, invalidf("in-flight: %v", err)
 		}
 	}
-	return nil
+	return key, nil
+}
+
+// finish validates s and gives its policy the Key its template makes: the
+// last step of Parse and LoadFile.
+func (s Spec) finish() (Spec, error) {
+	key, err := s.validate()
+	if err != nil {
+		return Spec{}, err
+	}
+	s.Key = key
+	return s, nil
+}
+
+// globalOf is s's global bucket, if it has one: global= is always a token bucket.
+func globalOf(s Spec) (throttle.Limit, bool) {
+	g, ok := s.Global.(throttle.Limit)
+	return g, ok
 }
 
 // mostOf is what p grants at once.
@@ -355,39 +359,23 @@ func mostOf(p throttle.Policy) int {
 	return n
 }
 
-func validateKey(key string) error {
+// keyOf checks a key template and makes the policy's Key of it: nil for
+// none. Only what the spec's grammar needs is checked here (no ',', no
+// spaces at either end); workers.KeyTemplate checks the rest.
+func keyOf(tmpl string) (workers.KeyFunc, error) {
 	switch {
-	case len(key) > MaxKeyLen:
-		return invalidf("key is %d bytes, longer than %d", len(key), MaxKeyLen)
-	case strings.TrimSpace(key) != key:
-		return invalidf("key %s starts or ends with a space", quote(key))
-	case strings.ContainsRune(key, ','):
-		return invalidf("key %s must not contain ','", quote(key))
-	case strings.IndexFunc(key, unicode.IsControl) >= 0:
-		return invalidf("key %s contains a control character", quote(key))
+	case tmpl == "":
+		return nil, nil
+	case strings.TrimSpace(tmpl) != tmpl:
+		return nil, invalidf("key %s starts or ends with a space", quote(tmpl))
+	case strings.ContainsRune(tmpl, ','):
+		return nil, invalidf("key %s must not contain ','", quote(tmpl))
 	}
-	open := -1 // index of the '{' not yet closed
-	for i := 0; i < len(key); i++ {
-		switch key[i] {
-		case '{':
-			if open >= 0 {
-				return invalidf("key %s: '{' at byte %d inside another {...}", quote(key), i)
-			}
-			open = i
-		case '}':
-			switch {
-			case open < 0:
-				return invalidf("key %s: '}' at byte %d has no '{'", quote(key), i)
-			case open == i-1:
-				return invalidf("key %s: empty {} at byte %d", quote(key), open)
-			}
-			open = -1
-		}
+	key, err := workers.KeyTemplate(tmpl)
+	if err != nil {
+		return nil, invalidf("%s", strings.TrimPrefix(err.Error(), "workers: "))
 	}
-	if open >= 0 {
-		return invalidf("key %s: '{' at byte %d is never closed", quote(key), open)
-	}
-	return nil
+	return key, nil
 }
 
 // String returns s in the grammar Parse reads, with every option spelled out
@@ -395,7 +383,7 @@ func validateKey(key string) error {
 // Parse or LoadFile returned.
 func (s Spec) String() string {
 	var b strings.Builder
-	b.WriteString(s.Type)
+	b.WriteString(s.Name)
 	b.WriteByte('=')
 	sh, rate, period := shapeOf(s.Limit)
 	writeRate(&b, rate, period)
@@ -410,8 +398,8 @@ func (s Spec) String() string {
 			fmt.Fprintf(&b, ",%s=%d", o.name, o.n)
 		}
 	}
-	if s.Key != "" {
-		fmt.Fprintf(&b, ",%s=%s", optKey, s.Key)
+	if s.KeyTemplate != "" {
+		fmt.Fprintf(&b, ",%s=%s", optKey, s.KeyTemplate)
 	}
 	if s.MaxWait != 0 {
 		fmt.Fprintf(&b, ",%s=%v", optMaxWait, s.MaxWait)
@@ -419,10 +407,10 @@ func (s Spec) String() string {
 	if s.Cost != 0 {
 		fmt.Fprintf(&b, ",%s=%d", optCost, s.Cost)
 	}
-	if s.Global != nil {
+	if g, ok := globalOf(s); ok {
 		fmt.Fprintf(&b, ",%s=", optGlobal)
-		writeRate(&b, s.Global.Rate, s.Global.Period)
-		fmt.Fprintf(&b, ":%d", s.Global.Burst)
+		writeRate(&b, g.Rate, g.Period)
+		fmt.Fprintf(&b, ":%d", g.Burst)
 	}
 	if s.InFlight != 0 {
 		fmt.Fprintf(&b, ",%s=%d", optFlight, s.InFlight)
@@ -430,9 +418,9 @@ func (s Spec) String() string {
 	if adaptsByDefault(s.Limit) && !s.Adapt {
 		fmt.Fprintf(&b, ",%s=off", optAdapt)
 	}
-	if s.Floor > 0 {
+	if s.AdaptFloor > 0 {
 		fmt.Fprintf(&b, ",%s=", optFloor)
-		writeRate(&b, s.Floor, period)
+		writeRate(&b, s.AdaptFloor, period)
 	}
 	writeFair(&b, s)
 	return b.String()

@@ -18,59 +18,59 @@ func TestParseValid(t *testing.T) {
 	}
 	tests := []struct {
 		in   string
-		want Spec
+		want flat
 	}{
-		{"http:request=50/s,burst=5", Spec{Type: "http:request", Limit: throttle.Limit{Rate: 50, Period: time.Second, Burst: 5}}},
-		{"email:send=100/m,burst=10,key=tenant:{payload.tenant}", Spec{
+		{"http:request=50/s,burst=5", flat{Type: "http:request", Limit: throttle.Limit{Rate: 50, Period: time.Second, Burst: 5}}},
+		{"email:send=100/m,burst=10,key=tenant:{payload.tenant}", flat{
 			Type: "email:send", Limit: throttle.Limit{Rate: 100, Period: time.Minute, Burst: 10}, Key: "tenant:{payload.tenant}",
 		}},
 		// Default bursts: ceil(tokens per second), at least 1.
-		{"a=50/s", Spec{Type: "a", Limit: throttle.Limit{Rate: 50, Period: time.Second, Burst: 50}}},
-		{"a=100/m", Spec{Type: "a", Limit: throttle.Limit{Rate: 100, Period: time.Minute, Burst: 2}}},
-		{"a=60/m", Spec{Type: "a", Limit: throttle.Limit{Rate: 60, Period: time.Minute, Burst: 1}}},
-		{"a=0.5/s", Spec{Type: "a", Limit: throttle.Limit{Rate: 0.5, Period: time.Second, Burst: 1}}},
-		{"a=7200/h", Spec{Type: "a", Limit: throttle.Limit{Rate: 7200, Period: time.Hour, Burst: 2}}},
-		{"a=2.5/s", Spec{Type: "a", Limit: throttle.Limit{Rate: 2.5, Period: time.Second, Burst: 3}}},
+		{"a=50/s", flat{Type: "a", Limit: throttle.Limit{Rate: 50, Period: time.Second, Burst: 50}}},
+		{"a=100/m", flat{Type: "a", Limit: throttle.Limit{Rate: 100, Period: time.Minute, Burst: 2}}},
+		{"a=60/m", flat{Type: "a", Limit: throttle.Limit{Rate: 60, Period: time.Minute, Burst: 1}}},
+		{"a=0.5/s", flat{Type: "a", Limit: throttle.Limit{Rate: 0.5, Period: time.Second, Burst: 1}}},
+		{"a=7200/h", flat{Type: "a", Limit: throttle.Limit{Rate: 7200, Period: time.Hour, Burst: 2}}},
+		{"a=2.5/s", flat{Type: "a", Limit: throttle.Limit{Rate: 2.5, Period: time.Second, Burst: 3}}},
 		// Policies: RATE/UNIT is Max per Window for the window policies.
-		{"a=40/s,policy=sliding-log", Spec{Type: "a", Limit: throttle.SlidingLog{Max: 40, Window: time.Second}}},
-		{"a=100/m,policy=fixed-window", Spec{Type: "a", Limit: throttle.FixedWindow{Max: 100, Window: time.Minute}}},
-		{"a=100/m,policy=sliding-window", Spec{Type: "a", Limit: throttle.SlidingWindow{Max: 100, Window: time.Minute, Slots: 10}}},
-		{"a=100/m,policy=sliding-window,slots=6", Spec{Type: "a", Limit: throttle.SlidingWindow{Max: 100, Window: time.Minute, Slots: 6}}},
-		{"a=50/s,policy=leaky-bucket,capacity=100", Spec{Type: "a", Limit: throttle.LeakyBucket{Rate: 50, Period: time.Second, Capacity: 100}}},
-		{"a=50/s,policy=leaky-bucket", Spec{Type: "a", Limit: throttle.LeakyBucket{Rate: 50, Period: time.Second, Capacity: 50}}},
-		{"a=5/s,policy=token-bucket,burst=2", Spec{Type: "a", Limit: throttle.Limit{Rate: 5, Period: time.Second, Burst: 2}}},
-		{"a=40/s,policy=sliding-log,cost=4,global=100/s,in-flight=3", Spec{Type: "a", Limit: throttle.SlidingLog{Max: 40, Window: time.Second}, Cost: 4,
+		{"a=40/s,policy=sliding-log", flat{Type: "a", Limit: throttle.SlidingLog{Max: 40, Window: time.Second}}},
+		{"a=100/m,policy=fixed-window", flat{Type: "a", Limit: throttle.FixedWindow{Max: 100, Window: time.Minute}}},
+		{"a=100/m,policy=sliding-window", flat{Type: "a", Limit: throttle.SlidingWindow{Max: 100, Window: time.Minute, Slots: 10}}},
+		{"a=100/m,policy=sliding-window,slots=6", flat{Type: "a", Limit: throttle.SlidingWindow{Max: 100, Window: time.Minute, Slots: 6}}},
+		{"a=50/s,policy=leaky-bucket,capacity=100", flat{Type: "a", Limit: throttle.LeakyBucket{Rate: 50, Period: time.Second, Capacity: 100}}},
+		{"a=50/s,policy=leaky-bucket", flat{Type: "a", Limit: throttle.LeakyBucket{Rate: 50, Period: time.Second, Capacity: 50}}},
+		{"a=5/s,policy=token-bucket,burst=2", flat{Type: "a", Limit: throttle.Limit{Rate: 5, Period: time.Second, Burst: 2}}},
+		{"a=40/s,policy=sliding-log,cost=4,global=100/s,in-flight=3", flat{Type: "a", Limit: throttle.SlidingLog{Max: 40, Window: time.Second}, Cost: 4,
 			Global: global(100, time.Second, 100), InFlight: 3}},
 		// Long unit names, spaces around parts.
-		{"a=1/sec", Spec{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Second, Burst: 1}}},
-		{"a=1/second", Spec{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Second, Burst: 1}}},
-		{"a=1/min", Spec{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Minute, Burst: 1}}},
-		{"a=1/minute", Spec{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Minute, Burst: 1}}},
-		{"a=1/hour", Spec{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Hour, Burst: 1}}},
-		{"a=1/Hours", Spec{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Hour, Burst: 1}}},
-		{" a = 3 / s , burst = 4 ", Spec{Type: "a", Limit: throttle.Limit{Rate: 3, Period: time.Second, Burst: 4}}},
+		{"a=1/sec", flat{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Second, Burst: 1}}},
+		{"a=1/second", flat{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Second, Burst: 1}}},
+		{"a=1/min", flat{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Minute, Burst: 1}}},
+		{"a=1/minute", flat{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Minute, Burst: 1}}},
+		{"a=1/hour", flat{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Hour, Burst: 1}}},
+		{"a=1/Hours", flat{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Hour, Burst: 1}}},
+		{" a = 3 / s , burst = 4 ", flat{Type: "a", Limit: throttle.Limit{Rate: 3, Period: time.Second, Burst: 4}}},
 		// Every option.
-		{"llm:call=500/m,burst=20,key={acct}:{payload.account},max-wait=2s,cost=3,global=5000/m:100", Spec{
+		{"llm:call=500/m,burst=20,key={type}:{payload.account},max-wait=2s,cost=3,global=5000/m:100", flat{
 			Type:    "llm:call",
 			Limit:   throttle.Limit{Rate: 500, Period: time.Minute, Burst: 20},
-			Key:     "{acct}:{payload.account}",
+			Key:     "{type}:{payload.account}",
 			MaxWait: 2 * time.Second,
 			Cost:    3,
 			Global:  global(5000, time.Minute, 100),
 			Fair:    true,
 		}},
-		{"a=1/s,global=10/s", Spec{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Second, Burst: 1}, Global: global(10, time.Second, 10)}},
-		{"a=1/s,in-flight=5", Spec{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Second, Burst: 1}, InFlight: 5}},
-		{"a=10/s,key=k=v", Spec{Type: "a", Limit: throttle.Limit{Rate: 10, Period: time.Second, Burst: 10}, Key: "k=v"}},
+		{"a=1/s,global=10/s", flat{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Second, Burst: 1}, Global: global(10, time.Second, 10)}},
+		{"a=1/s,in-flight=5", flat{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Second, Burst: 1}, InFlight: 5}},
+		{"a=10/s,key=k=v", flat{Type: "a", Limit: throttle.Limit{Rate: 10, Period: time.Second, Burst: 10}, Key: "k=v"}},
 		// Options in any order.
-		{"a=10/s,cost=2,burst=4", Spec{Type: "a", Limit: throttle.Limit{Rate: 10, Period: time.Second, Burst: 4}, Cost: 2}},
+		{"a=10/s,cost=2,burst=4", flat{Type: "a", Limit: throttle.Limit{Rate: 10, Period: time.Second, Burst: 4}, Cost: 2}},
 		// Adapting: on by default for a token bucket (set by the loop), off on request.
-		{"a=50/s,burst=5,adapt=on,floor=5/s", Spec{Type: "a", Limit: throttle.Limit{Rate: 50, Period: time.Second, Burst: 5}, Floor: 5}},
-		{"a=50/m,burst=5,floor=0.5/s", Spec{Type: "a", Limit: throttle.Limit{Rate: 50, Period: time.Minute, Burst: 5}, Floor: 30}},
+		{"a=50/s,burst=5,adapt=on,floor=5/s", flat{Type: "a", Limit: throttle.Limit{Rate: 50, Period: time.Second, Burst: 5}, Floor: 5}},
+		{"a=50/m,burst=5,floor=0.5/s", flat{Type: "a", Limit: throttle.Limit{Rate: 50, Period: time.Minute, Burst: 5}, Floor: 30}},
 		// The fastest bucket throttle allows: one token per nanosecond (it
 		// does not adapt: no faster than one per µs does).
-		{"a=1000000000/s,burst=1", Spec{Type: "a", Limit: throttle.Limit{Rate: 1e9, Period: time.Second, Burst: 1}, Adapt: true}},
-		{"a=2000000/s,adapt=on", Spec{Type: "a", Limit: throttle.Limit{Rate: 2e6, Period: time.Second, Burst: 2000000}, Adapt: true}},
+		{"a=1000000000/s,burst=1", flat{Type: "a", Limit: throttle.Limit{Rate: 1e9, Period: time.Second, Burst: 1}, Adapt: true}},
+		{"a=2000000/s,adapt=on", flat{Type: "a", Limit: throttle.Limit{Rate: 2e6, Period: time.Second, Burst: 2000000}, Adapt: true}},
 	}
 	for i, tt := range tests {
 		if l, bucket := tt.want.Limit.(throttle.Limit); bucket && l.Rate <= 1e6 {
@@ -78,11 +78,12 @@ func TestParseValid(t *testing.T) {
 		}
 		got, err := Parse(tt.in)
 		require.NoError(t, err, "%d: %q", i, tt.in)
-		assert.Equal(t, tt.want, got, "%d: %q", i, tt.in)
+		assert.Equal(t, tt.want, flatOf(got), "%d: %q", i, tt.in)
+		assert.Equal(t, got.KeyTemplate != "", got.Key != nil, "%d: %q: a key template makes a Key", i, tt.in)
 
 		again, err := Parse(got.String())
 		require.NoError(t, err, "%d: String() = %q", i, got.String())
-		assert.Equal(t, got, again, "%d: round trip through %q", i, got.String())
+		assert.Equal(t, flatOf(got), flatOf(again), "%d: round trip through %q", i, got.String())
 	}
 }
 
@@ -132,11 +133,11 @@ func TestParseInvalid(t *testing.T) {
 		{"a=5/s,rate=2", `limit "a=5/s,rate=2": unknown option "rate" (want policy, burst, slots, capacity, key, max-wait, cost, global, in-flight, adapt, floor, fair or weights)`},
 		{"a=5/s,max_wait=1s", `limit "a=5/s,max_wait=1s": unknown option "max_wait" (want policy, burst, slots, capacity, key, max-wait, cost, global, in-flight, adapt, floor, fair or weights)`},
 		{"a=5/s,key=", `limit "a=5/s,key=": key is empty (leave it out for no key)`},
-		{"a=5/s,key=t:{payload.tenant", `limit "a=5/s,key=t:{payload.tenant": key "t:{payload.tenant": '{' at byte 2 is never closed`},
-		{"a=5/s,key=t:}", `limit "a=5/s,key=t:}": key "t:}": '}' at byte 2 has no '{'`},
-		{"a=5/s,key=t:{}", `limit "a=5/s,key=t:{}": key "t:{}": empty {} at byte 2`},
-		{"a=5/s,key={a{b}}", `limit "a=5/s,key={a{b}}": key "{a{b}}": '{' at byte 2 inside another {...}`},
-		{"a=5/s,key=a\tb", `limit "a=5/s,key=a\tb": key "a\tb" contains a control character`},
+		{"a=5/s,key=t:{payload.tenant", `limit "a=5/s,key=t:{payload.tenant": key template "t:{payload.tenant": unclosed '{' at byte 2`},
+		{"a=5/s,key=t:}", `limit "a=5/s,key=t:}": key template "t:}": unmatched '}' at byte 2`},
+		{"a=5/s,key=t:{}", `limit "a=5/s,key=t:{}": key template "t:{}": unknown placeholder {}: want {type}, {payload.<field>} or {header.<name>}`},
+		{"a=5/s,key={a{b}}", `limit "a=5/s,key={a{b}}": key template "{a{b}}": unclosed '{' at byte 0`},
+		{"a=5/s,key=a\tb", `limit "a=5/s,key=a\tb": key template "a\tb": control character at byte 1`},
 		{"a=5/s,max-wait=soon", `limit "a=5/s,max-wait=soon": max-wait "soon" is not a duration such as 2s or 500ms`},
 		{"a=5/s,max-wait=0", `limit "a=5/s,max-wait=0": max-wait 0s must be positive (leave it out for the worker's default)`},
 		{"a=5/s,max-wait=-1s", `limit "a=5/s,max-wait=-1s": max-wait -1s must be positive (leave it out for the worker's default)`},
@@ -150,8 +151,8 @@ func TestParseInvalid(t *testing.T) {
 		{"a=5/s,in-flight=0", `limit "a=5/s,in-flight=0": in-flight "0" is not a whole number from 1 to 1073741824`},
 		{"a=5/s,in-flight=2000000", `limit "a=5/s,in-flight=2000000": in-flight: max 2000000 is larger than 1048576`},
 		{"a\x00b=5/s", `limit "a\x00b=5/s": type "a\x00b" contains a control character`},
-		{strings.Repeat("t", 257) + "=1/s", `limit "` + strings.Repeat("t", 80) + `"...: type is 257 bytes, longer than 256`},
-		{"a=1/s,key=" + strings.Repeat("k", 257), `limit "a=1/s,key=` + strings.Repeat("k", 70) + `"...: key is 257 bytes, longer than 256`},
+		{strings.Repeat("t", 257) + "=1/s", `limit "` + strings.Repeat("t", 80) + `"...: type is 257 bytes, more than 64: it names the policy in metrics and logs`},
+		{"a=1/s,key=" + strings.Repeat("k", 129), `limit "a=1/s,key=` + strings.Repeat("k", 70) + `"...: key template "` + strings.Repeat("k", 129) + `": 129 bytes, more than 128`},
 		// A bucket that takes longer than throttle allows to fill.
 		{"a=1/h,burst=1000000000", `limit "a=1/h,burst=1000000000": rate 1 per 1h0m0s with burst 1000000000 takes longer than 27777h46m40s to fill`},
 	}
@@ -187,7 +188,7 @@ func TestDefaultBurst(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	ok := Spec{Type: "a", Limit: throttle.PerSecond(10, 10)}
+	ok := flat{Type: "a", Limit: throttle.PerSecond(10, 10)}.spec()
 	require.NoError(t, ok.Validate())
 
 	tests := []struct {
@@ -195,13 +196,13 @@ func TestValidate(t *testing.T) {
 		change func(*Spec)
 		want   string
 	}{
-		{"empty type", func(s *Spec) { s.Type = "" }, "type is empty"},
-		{"space around type", func(s *Spec) { s.Type = " a" }, `type " a" starts or ends with a space`},
-		{"comma in type", func(s *Spec) { s.Type = "a,b" }, `type "a,b" must not contain '=' or ','`},
+		{"empty type", func(s *Spec) { s.Name = "" }, "type is empty"},
+		{"space around type", func(s *Spec) { s.Name = " a" }, `type " a" starts or ends with a space`},
+		{"comma in type", func(s *Spec) { s.Name = "a,b" }, `type "a,b" must not contain '=' or ','`},
 		{"zero burst", func(s *Spec) { s.Limit = throttle.Limit{Rate: 1, Burst: 0} }, "burst 0 must be at least 1"},
-		{"bad global", func(s *Spec) { s.Global = &throttle.Limit{Rate: -1, Burst: 1} }, "global rate -1 must be positive"},
-		{"comma in key", func(s *Spec) { s.Key = "a,b" }, `key "a,b" must not contain ','`},
-		{"space around key", func(s *Spec) { s.Key = "a " }, `key "a " starts or ends with a space`},
+		{"bad global", func(s *Spec) { s.Global = throttle.Limit{Rate: -1, Burst: 1} }, "global rate -1 must be positive"},
+		{"comma in key", func(s *Spec) { s.KeyTemplate = "a,b" }, `key "a,b" must not contain ','`},
+		{"space around key", func(s *Spec) { s.KeyTemplate = "a " }, `key "a " starts or ends with a space`},
 		{"negative max wait", func(s *Spec) { s.MaxWait = -time.Second }, "max-wait -1s must not be negative"},
 		{"negative cost", func(s *Spec) { s.Cost = -1 }, "cost -1 must not be negative"},
 		{"negative in-flight", func(s *Spec) { s.InFlight = -1 }, "in-flight -1 must not be negative"},
@@ -217,7 +218,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestString(t *testing.T) {
-	sp := Spec{
+	sp := flat{
 		Type:    "email:send",
 		Adapt:   true,
 		Limit:   throttle.Limit{Rate: 0.5, Period: time.Minute, Burst: 1},
@@ -226,7 +227,7 @@ func TestString(t *testing.T) {
 		Cost:    1,
 		Global:  &throttle.Limit{Rate: 100, Period: time.Hour, Burst: 10},
 		Fair:    true,
-	}
+	}.spec()
 	assert.Equal(t, "email:send=0.5/m,burst=1,key=tenant:{payload.tenant},max-wait=1.5s,cost=1,global=100/h:10", sp.String())
 	sp.InFlight = 5
 	assert.Equal(t, "email:send=0.5/m,burst=1,key=tenant:{payload.tenant},max-wait=1.5s,cost=1,global=100/h:10,in-flight=5", sp.String())
@@ -234,9 +235,9 @@ func TestString(t *testing.T) {
 	assert.Equal(t, "email:send=0.5/m,burst=1,key=tenant:{payload.tenant},max-wait=1.5s,cost=1,global=100/h:10,in-flight=5,weights=tenant:a:3|tenant:b:1", sp.String())
 	sp.Fair, sp.Weights = false, nil
 	assert.Equal(t, "email:send=0.5/m,burst=1,key=tenant:{payload.tenant},max-wait=1.5s,cost=1,global=100/h:10,in-flight=5,fair=off", sp.String())
-	assert.Equal(t, "a=3/s,burst=3", Spec{Type: "a", Limit: throttle.Limit{Rate: 3, Burst: 3}, Adapt: true}.String())
-	assert.Equal(t, "a=3/s,burst=3,adapt=off", Spec{Type: "a", Limit: throttle.Limit{Rate: 3, Burst: 3}}.String())
-	assert.Equal(t, "a=3/s,burst=3,floor=0.5/s", Spec{Type: "a", Limit: throttle.Limit{Rate: 3, Burst: 3}, Adapt: true, Floor: 0.5}.String())
+	assert.Equal(t, "a=3/s,burst=3", flat{Type: "a", Limit: throttle.Limit{Rate: 3, Burst: 3}, Adapt: true}.spec().String())
+	assert.Equal(t, "a=3/s,burst=3,adapt=off", flat{Type: "a", Limit: throttle.Limit{Rate: 3, Burst: 3}}.spec().String())
+	assert.Equal(t, "a=3/s,burst=3,floor=0.5/s", flat{Type: "a", Limit: throttle.Limit{Rate: 3, Burst: 3}, Adapt: true, Floor: 0.5}.spec().String())
 	for _, in := range []string{
 		"a=40/s,policy=sliding-log", "a=100/m,policy=fixed-window", "a=100/m,policy=sliding-window,slots=6",
 		"a=50/s,policy=leaky-bucket,capacity=100", "a=40/s,policy=sliding-log,key=t:{payload.t},cost=2,global=100/s:10",
@@ -245,7 +246,7 @@ func TestString(t *testing.T) {
 		require.NoError(t, err, in)
 		again, err := Parse(sp.String())
 		require.NoError(t, err, sp.String())
-		assert.Equal(t, sp, again, "%s round-trips through %s", in, sp.String())
+		assert.Equal(t, flatOf(sp), flatOf(again), "%s round-trips through %s", in, sp.String())
 	}
 	assert.Equal(t, "a=100/m,policy=sliding-window,slots=10", mustParse(t, "a=100/m,policy=sliding-window")[0].String(), "the default slots spelled out")
 }
@@ -316,5 +317,5 @@ func TestMaxWaitBound(t *testing.T) {
 	_, err = LoadFile(writeFile(t, `{"limits": [{"type": "a", "rate": "1/s", "max_wait": "25h"}]}`))
 	require.ErrorIs(t, err, ErrInvalid)
 	assert.Contains(t, err.Error(), "max-wait 25h0m0s is longer than 24h0m0s")
-	assert.ErrorIs(t, Spec{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Second, Burst: 1}, MaxWait: 25 * time.Hour}.Validate(), ErrInvalid)
+	assert.ErrorIs(t, flat{Type: "a", Limit: throttle.Limit{Rate: 1, Period: time.Second, Burst: 1}, MaxWait: 25 * time.Hour}.spec().Validate(), ErrInvalid)
 }

@@ -1,0 +1,57 @@
+package limitspec
+
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/throttle"
+	"github.com/sluicehq/sluice/workers"
+)
+
+// flat is a Spec written out flat, for tables: its Key is the template, and
+// a Spec compares as its flat form, since a KeyFunc never equals another.
+type flat struct {
+	Type     string
+	Limit    throttle.Policy
+	Key      string
+	MaxWait  time.Duration
+	Cost     int
+	Global   *throttle.Limit
+	InFlight int
+	Adapt    bool
+	Floor    float64
+	Fair     bool
+	Weights  map[string]int
+}
+
+// spec is f as a Spec, without the Key its template makes.
+func (f flat) spec() Spec {
+	sp := Spec{Policy: workers.Policy{
+		Name: f.Type, Limit: f.Limit, MaxWait: f.MaxWait, Cost: f.Cost, InFlight: f.InFlight,
+		Adapt: f.Adapt, AdaptFloor: f.Floor, Fair: f.Fair, Weights: f.Weights,
+	}, KeyTemplate: f.Key}
+	if f.Global != nil {
+		sp.Global = *f.Global
+	}
+	return sp
+}
+
+// flatOf is sp written out flat.
+func flatOf(sp Spec) flat {
+	f := flat{
+		Type: sp.Name, Limit: sp.Limit, Key: sp.KeyTemplate, MaxWait: sp.MaxWait, Cost: sp.Cost, InFlight: sp.InFlight,
+		Adapt: sp.Adapt, Floor: sp.AdaptFloor, Fair: sp.Fair, Weights: sp.Weights,
+	}
+	if g, ok := sp.Global.(throttle.Limit); ok {
+		f.Global = &g
+	}
+	return f
+}
+
+// flatsOf is each of specs written out flat.
+func flatsOf(specs []Spec) []flat {
+	out := make([]flat, len(specs))
+	for i, sp := range specs {
+		out[i] = flatOf(sp)
+	}
+	return out
+}
