@@ -6,8 +6,6 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -128,11 +126,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return cli.ExitOK
 }
 
-// parseFlags reads the command line; a bad flag is an error matching cli.ErrUsage.
+// parseFlags reads the command line (not the environment): flag.ErrHelp for
+// --help, cli.ErrVersion for --version, a bad flag an error matching
+// cli.ErrUsage.
 func parseFlags(args []string) (config, error) {
-	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
+	fs := cli.NewFlags("chaos")
+	fs.NoEnv = true
 	seed := fs.String("seed", "1", "")
 	duration := fs.Duration("duration", time.Minute, "")
 	drain := fs.Duration("drain", 2*time.Minute, "")
@@ -145,18 +144,11 @@ func parseFlags(args []string) (config, error) {
 	bin := fs.String("bin", "", "")
 	logs := fs.String("logs", "", "")
 	quiet := fs.Bool("quiet", false, "")
-	version := fs.Bool("version", false, "")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return config{}, err
-		}
-		return config{}, cli.Usagef("%v", err)
+		return config{}, err
 	}
-	if *version {
-		return config{}, cli.ErrVersion
-	}
-	if fs.NArg() > 0 {
-		return config{}, cli.Usagef("unexpected argument %q: every option is a flag", fs.Arg(0))
+	if err := fs.NoArgs(); err != nil {
+		return config{}, err
 	}
 	cfg := config{
 		duration: *duration, drain: *drain, workers: *workers, concurrency: *concurrency,

@@ -2,11 +2,8 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -97,9 +94,7 @@ func (c config) taskType() string { return c.tasks[0].Type }
 // "-"), before any Redis call. It returns flag.ErrHelp for --help,
 // cli.ErrVersion for --version, and errors matching cli.ErrUsage otherwise.
 func parseFlags(args []string, stdin io.Reader) (config, error) {
-	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
+	fs := cli.NewFlags(prog)
 	var (
 		c                  config
 		task               queue.Task
@@ -107,7 +102,6 @@ func parseFlags(args []string, stdin io.Reader) (config, error) {
 		deadline           string
 		maxRetry           int
 		timeout, uniqueFor time.Duration
-		version            bool
 	)
 	fs.StringVar(&c.redisURL, "redis", "", "")
 	fs.StringVar(&task.Type, "type", "", "")
@@ -123,50 +117,39 @@ func parseFlags(args []string, stdin io.Reader) (config, error) {
 	fs.StringVar(&task.Key, "key", "", "")
 	fs.IntVar(&task.Cost, "cost", 0, "")
 	fs.BoolVar(&c.quiet, "quiet", false, "")
-	fs.BoolVar(&version, "version", false, "")
+	fs.Fallback("redis", "REDIS_URL")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return config{}, err
-		}
-		return config{}, cli.Usagef("%v", err)
-	}
-	if version {
-		return config{}, cli.ErrVersion
-	}
-	if err := cli.FromEnv(fs, "help", "version"); err != nil {
 		return config{}, err
 	}
-	set := make(map[string]bool)
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-
+	if err := fs.NoArgs(); err != nil {
+		return config{}, err
+	}
 	switch {
-	case fs.NArg() > 0:
-		return config{}, cli.Usagef("unexpected argument %q (every option is a --flag)", fs.Arg(0))
 	case strings.TrimSpace(task.Type) == "":
 		return config{}, cli.Usagef("--type is required, e.g. --type email:send")
-	case set["payload"] && set["payloads"]:
+	case fs.Given("payload") && fs.Given("payloads"):
 		return config{}, cli.Usagef("--payload and --payloads both given: one payload, or a file of them")
-	case !set["payload"] && !set["payloads"]:
+	case !fs.Given("payload") && !fs.Given("payloads"):
 		return config{}, cli.Usagef(`--payload is required: a JSON document, e.g. --payload '{}' (or --payloads FILE)`)
-	case set["payloads"] && strings.TrimSpace(payloads) == "":
+	case fs.Given("payloads") && strings.TrimSpace(payloads) == "":
 		return config{}, cli.Usagef(`--payloads is empty: want a file of JSON lines, or "-" for stdin`)
 	case c.count < 1 || c.count > maxCount:
 		return config{}, cli.Usagef("--count %d is out of range [1, %d]", c.count, maxCount)
 	case strings.TrimSpace(c.queue) == "":
 		return config{}, cli.Usagef("--queue is empty")
-	case set["max-retry"] && maxRetry < 0:
+	case fs.Given("max-retry") && maxRetry < 0:
 		return config{}, cli.Usagef("--max-retry %d must not be negative", maxRetry)
 	case c.in < 0:
 		return config{}, cli.Usagef("--in %v must not be negative", c.in)
-	case set["timeout"] && timeout <= 0:
+	case fs.Given("timeout") && timeout <= 0:
 		return config{}, cli.Usagef("--timeout %v must be positive", timeout)
-	case set["unique"] && uniqueFor < time.Second:
+	case fs.Given("unique") && uniqueFor < time.Second:
 		return config{}, cli.Usagef("--unique %v must be at least 1s (asynq keeps uniqueness in whole seconds)", uniqueFor)
 	case task.Cost < 0:
 		return config{}, cli.Usagef("--cost %d must not be negative", task.Cost)
 	}
 	var due time.Time
-	if set["deadline"] {
+	if fs.Given("deadline") {
 		var err error
 		if due, err = parseDeadline(deadline, time.Now()); err != nil {
 			return config{}, err
@@ -174,7 +157,7 @@ func parseFlags(args []string, stdin io.Reader) (config, error) {
 	}
 
 	var err error
-	if set["payloads"] {
+	if fs.Given("payloads") {
 		if c.tasks, err = readPayloads(payloads, stdin, task); err != nil {
 			return config{}, err
 		}
@@ -193,24 +176,21 @@ func parseFlags(args []string, stdin io.Reader) (config, error) {
 	}
 
 	c.opts = []asynq.Option{asynq.Queue(c.queue)}
-	if set["max-retry"] {
+	if fs.Given("max-retry") {
 		c.opts = append(c.opts, asynq.MaxRetry(maxRetry))
 	}
-	if set["timeout"] {
+	if fs.Given("timeout") {
 		c.opts = append(c.opts, asynq.Timeout(timeout))
 	}
-	if set["deadline"] {
+	if fs.Given("deadline") {
 		c.opts = append(c.opts, asynq.Deadline(due))
 	}
-	if set["unique"] {
+	if fs.Given("unique") {
 		c.unique = true
 		c.opts = append(c.opts, asynq.Unique(uniqueFor))
 	}
 	if c.in > 0 {
 		c.opts = append(c.opts, asynq.ProcessIn(c.in))
-	}
-	if !set["redis"] {
-		c.redisURL = os.Getenv("REDIS_URL")
 	}
 	return c, nil
 }

@@ -6,23 +6,20 @@
 //
 // Run enqueue --help for the flags. It exits 0 when every task is enqueued,
 // 1 on a runtime failure (Redis unreachable or going away), 2 on bad usage or
-// input, found before anything is sent, and 130 when interrupted, after
-// saying how many tasks it had enqueued.
+// input, found before anything is sent, and 130 when interrupted (SIGINT or
+// SIGTERM), after saying how many tasks it had enqueued; a second signal
+// exits at once.
 package main
 
 import (
 	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/sluicehq/sluice/internal/cli"
 )
 
 func main() {
-	cli.QuietRedisLog()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	cli.Main(prog, "the tasks being enqueued", func(ctx context.Context) int {
+		return run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	})
 }

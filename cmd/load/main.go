@@ -13,15 +13,11 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -61,13 +57,8 @@ type config struct {
 // parseFlags reads and checks args: flag.ErrHelp for --help, cli.ErrVersion
 // for --version, errors matching cli.ErrUsage otherwise.
 func parseFlags(args []string) (config, error) {
-	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	var (
-		c       config
-		version bool
-	)
+	fs := cli.NewFlags(prog)
+	var c config
 	fs.StringVar(&c.redisURL, "redis", "", "")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "")
 	fs.IntVar(&c.workers, "workers", 64, "")
@@ -86,24 +77,14 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.child, "child", "", "")
 	fs.Int64Var(&c.childStart, "child-start", 0, "")
 	fs.StringVar(&c.childPrefix, "child-prefix", "", "")
-	fs.BoolVar(&version, "version", false, "")
+	fs.Fallback("redis", "REDIS_URL")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return config{}, err
-		}
-		return config{}, cli.Usagef("%v", err)
-	}
-	if version {
-		return config{}, cli.ErrVersion
-	}
-	if err := cli.FromEnv(fs, "help", "version"); err != nil {
 		return config{}, err
 	}
-	set := make(map[string]bool)
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := fs.NoArgs(); err != nil {
+		return config{}, err
+	}
 	switch {
-	case fs.NArg() > 0:
-		return config{}, cli.Usagef("unexpected argument %q (every option is a --flag)", fs.Arg(0))
 	case c.duration < time.Second:
 		return config{}, cli.Usagef("--duration %v must be at least 1s", c.duration)
 	case c.workers < 1:
@@ -133,16 +114,13 @@ func parseFlags(args []string) (config, error) {
 	case c.costFor <= 0:
 		return config{}, cli.Usagef("--cost-duration %v must be positive", c.costFor)
 	}
-	if !set["redis"] {
-		c.redisURL = os.Getenv("REDIS_URL")
-	}
 	return c, nil
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	cli.Main(prog, "", func(ctx context.Context) int {
+		return run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	})
 }
 
 const prog = "load"

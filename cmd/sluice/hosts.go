@@ -22,7 +22,7 @@ func (h *hostList) Set(v string) error {
 	return nil
 }
 
-// Repeatable lets SLUICE_ALLOW_HOST hold several (cli.FromEnv).
+// Repeatable lets SLUICE_ALLOW_HOST hold several (cli.Flags).
 func (h *hostList) Repeatable() {}
 
 // allowedHosts are the names a request to the dashboard on addr may give in

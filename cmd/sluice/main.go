@@ -10,22 +10,19 @@
 //	sluice cooldown http:request 30s
 //	sluice workers --json
 //
-// Run sluice --help for the commands and flags.
+// Run sluice --help for the commands and flags. SIGINT or SIGTERM stops it
+// (the dashboard gracefully); a second signal exits at once with status 130.
 package main
 
 import (
 	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/sluicehq/sluice/internal/cli"
 )
 
 func main() {
-	cli.QuietRedisLog()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	cli.Main(prog, "", func(ctx context.Context) int {
+		return run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	})
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -97,10 +95,7 @@ type options struct {
 // parseArgs parses flags anywhere among the arguments: Go's flag package
 // stops at the first argument, so it is called again after each one.
 func parseArgs(args []string) (opts options, pos []string, err error) {
-	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	var version bool
+	fs := cli.NewFlags(prog)
 	fs.StringVar(&opts.redisURL, "redis", "", "")
 	fs.StringVar(&opts.keyPrefix, "key-prefix", throttle.DefaultKeyPrefix, "")
 	fs.StringVar(&opts.typ, "type", "", "")
@@ -111,18 +106,15 @@ func parseArgs(args []string) (opts options, pos []string, err error) {
 	fs.Var(&opts.allowHosts, "allow-host", "")
 	fs.StringVar(&opts.tlsCert, "tls-cert", "", "")
 	fs.StringVar(&opts.tlsKey, "tls-key", "", "")
-	fs.BoolVar(&version, "version", false, "")
+	fs.Fallback("redis", "REDIS_URL")
 	rest := args
 	for {
 		for len(rest) > 0 && negative(rest[0]) { // "cooldown KEY -5s": an argument, not a flag
 			pos = append(pos, rest[0])
 			rest = rest[1:]
 		}
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return options{}, nil, err
-			}
-			return options{}, nil, cli.Usagef("%v", err)
+		if err := fs.ParseArgs(rest); err != nil {
+			return options{}, nil, err
 		}
 		if fs.NArg() == 0 {
 			break
@@ -130,16 +122,8 @@ func parseArgs(args []string) (opts options, pos []string, err error) {
 		pos = append(pos, fs.Arg(0))
 		rest = fs.Args()[1:]
 	}
-	if version {
-		return options{}, nil, cli.ErrVersion
-	}
-	if err := cli.FromEnv(fs, "help", "version"); err != nil {
+	if err := fs.Finish(); err != nil {
 		return options{}, nil, err
-	}
-	set := make(map[string]bool)
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if !set["redis"] {
-		opts.redisURL = os.Getenv("REDIS_URL")
 	}
 	return opts, pos, nil
 }

@@ -2,12 +2,9 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -174,18 +171,15 @@ func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
 func (s *stringsFlag) Repeatable() {}
 
 // parseFlags reads and checks args, before any I/O but reading the
-// environment. It returns flag.ErrHelp for --help, and errors matching
-// cli.ErrUsage otherwise. The limit specs are kept as written: loadLimits
+// environment. It returns flag.ErrHelp for --help, cli.ErrVersion for
+// --version, and errors matching cli.ErrUsage otherwise. The limit specs are kept as written: loadLimits
 // parses them.
 func parseFlags(args []string) (config, error) {
-	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
+	fs := cli.NewFlags(prog)
 	var (
 		c                              config
 		limits, unlimited              stringsFlag
 		queues, failure, level, format string
-		version                        bool
 	)
 	fs.StringVar(&c.redisURL, "redis", "", "")
 	fs.StringVar(&c.limiterURL, "limiter-redis", "", "")
@@ -210,21 +204,10 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&httpHosts, "http-hosts", "", "")
 	fs.StringVar(&format, "log-format", "text", "")
 	fs.StringVar(&level, "log-level", "info", "")
-	fs.BoolVar(&version, "version", false, "")
+	fs.Fallback("redis", "REDIS_URL")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return config{}, err
-		}
-		return config{}, cli.Usagef("%v", err)
-	}
-	if version {
-		return config{}, cli.ErrVersion
-	}
-	if err := cli.FromEnv(fs, "help", "version"); err != nil {
 		return config{}, err
 	}
-	set := make(map[string]bool)
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	c.limits = limits
 	c.unlimited = unlimited
 
@@ -235,14 +218,15 @@ func parseFlags(args []string) (config, error) {
 		return nil
 	}
 	var err error
+	if err := fs.NoArgs(); err != nil {
+		return config{}, err
+	}
 	switch {
-	case fs.NArg() > 0:
-		return config{}, cli.Usagef("unexpected argument %q (every option is a --flag)", fs.Arg(0))
 	case c.concurrency < 1:
 		return config{}, cli.Usagef("--concurrency %d must be at least 1", c.concurrency)
 	case c.prefetch < 0 || c.prefetch > 255:
 		return config{}, cli.Usagef("--prefetch %d must be from 0 to 255", c.prefetch)
-	case set["limits"] && strings.TrimSpace(c.limitsFile) == "":
+	case fs.Given("limits") && strings.TrimSpace(c.limitsFile) == "":
 		return config{}, cli.Usagef("--limits is empty: want the path of a JSON or YAML limits file")
 	case c.statusInterval < 0:
 		return config{}, cli.Usagef("--status-interval %v must not be negative (0 turns the status line off)", c.statusInterval)
@@ -278,7 +262,7 @@ func parseFlags(args []string) (config, error) {
 	if c.failure, err = parseFailurePolicy(failure); err != nil {
 		return config{}, err
 	}
-	if set["hosts"] {
+	if fs.Given("hosts") {
 		if hosts == "auto" {
 			c.hostsAuto = true
 		} else if c.hosts, err = strconv.Atoi(hosts); err != nil || c.hosts < 1 {
@@ -286,10 +270,10 @@ func parseFlags(args []string) (config, error) {
 		}
 	}
 	switch {
-	case c.failure == throttle.FailLocal && !set["hosts"]:
+	case c.failure == throttle.FailLocal && !fs.Given("hosts"):
 		return config{}, cli.Usagef("--failure-policy local needs --hosts N (or auto), the number of worker processes in the fleet: " +
 			"while the limiter Redis is down each process takes 1/N of every limit")
-	case c.failure != throttle.FailLocal && set["hosts"]:
+	case c.failure != throttle.FailLocal && fs.Given("hosts"):
 		c.warnings = append(c.warnings, fmt.Sprintf("--hosts %s is used only with --failure-policy local; ignored", hosts))
 	}
 	switch format {
@@ -302,10 +286,7 @@ func parseFlags(args []string) (config, error) {
 		return config{}, err
 	}
 
-	if !set["redis"] {
-		c.redisURL = os.Getenv("REDIS_URL")
-	}
-	if !set["limiter-redis"] {
+	if !fs.Given("limiter-redis") {
 		c.limiterURL = c.redisURL
 	} else if strings.TrimSpace(c.limiterURL) == "" {
 		return config{}, cli.Usagef("--limiter-redis is empty: leave it out to use the queue Redis")

@@ -15,31 +15,13 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/sluicehq/sluice/internal/cli"
 )
 
 func main() {
-	cli.QuietRedisLog()
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	ctx, cancel := context.WithCancelCause(context.Background())
-	go watchSignals(sigs, cancel, os.Stderr, os.Exit)
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
-}
-
-// watchSignals cancels the run at the first signal, so that it stops
-// gracefully, and exits with cli.ExitInterrupted at the second, without
-// waiting for running jobs.
-func watchSignals(sigs <-chan os.Signal, cancel context.CancelCauseFunc, stderr io.Writer, exit func(int)) {
-	sig := <-sigs
-	cancel(fmt.Errorf("received %v", sig))
-	sig = <-sigs
-	fmt.Fprintf(stderr, "%s: received %v again; exiting without waiting for running jobs\n", prog, sig)
-	exit(cli.ExitInterrupted)
+	cli.Main(prog, "running jobs", func(ctx context.Context) int {
+		return run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	})
 }

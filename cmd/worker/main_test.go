@@ -3,13 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
-
-	"github.com/stretchr/testify/assert"
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/redistest"
@@ -49,35 +44,4 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
-}
-
-func TestWatchSignals(t *testing.T) {
-	sigs := make(chan os.Signal, 2)
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	exited := make(chan int, 1)
-	var stderr syncBuffer
-	go watchSignals(sigs, cancel, &stderr, func(code int) { exited <- code })
-
-	sigs <- syscall.SIGTERM
-	select {
-	case <-ctx.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("the first signal did not cancel the run")
-	}
-	assert.Equal(t, "received terminated", context.Cause(ctx).Error())
-	select {
-	case code := <-exited:
-		t.Fatalf("exited with %d after one signal", code)
-	case <-time.After(50 * time.Millisecond):
-	}
-
-	sigs <- os.Interrupt
-	select {
-	case code := <-exited:
-		assert.Equal(t, cli.ExitInterrupted, code)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the second signal did not exit")
-	}
-	assert.Equal(t, "worker: received interrupt again; exiting without waiting for running jobs\n", stderr.String())
 }

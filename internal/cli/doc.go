@@ -1,4 +1,4 @@
-// Package cli holds what sluice's commands share: Redis URLs, reaching Redis, and reporting errors with exit codes.
+// Package cli holds what sluice's commands share: flags with their environment variables and --version, the signal-handling main, Redis URLs, reaching Redis, and reporting errors with exit codes.
 //
 // The commands exit with
 //

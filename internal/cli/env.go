@@ -2,7 +2,6 @@ package cli
 
 import (
 	"flag"
-	"os"
 	"strings"
 )
 
@@ -23,15 +22,11 @@ type Repeatable interface {
 	Repeatable()
 }
 
-// FromEnv sets every flag of fs that the command line did not set from its
-// environment variable (EnvName), if that is set and not empty, so that a
-// flag wins over its variable. It runs after fs.Parse. An invalid value is
-// a usage error naming the variable. Flags named in skip (help, version)
-// are never read from the environment.
-func FromEnv(fs *flag.FlagSet, skip ...string) error {
-	return fromEnv(fs, os.LookupEnv, skip...)
-}
-
+// fromEnv sets every flag of fs that the command line did not set from its
+// environment variable (EnvName), as lookup finds it, if that is set and not
+// blank, so that a flag wins over its variable. It runs after fs.Parse. An
+// invalid value is a usage error naming the variable. Flags named in skip
+// (help, version) are never read from the environment.
 func fromEnv(fs *flag.FlagSet, lookup func(string) (string, bool), skip ...string) error {
 	set := make(map[string]bool)
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

@@ -60,3 +60,28 @@ func ExampleReport() {
 	// enqueue: cannot reach Redis at 127.0.0.1:6390: connection refused
 	// 1
 }
+
+// A command's flags: each may come from its SLUICE_ variable, --redis from
+// REDIS_URL at last, and Parsed ends the command for --help, --version or a
+// bad flag.
+func ExampleFlags() {
+	os.Setenv("SLUICE_COUNT", "3")
+	defer os.Unsetenv("SLUICE_COUNT")
+	fs := cli.NewFlags("enqueue")
+	redisURL := fs.String("redis", "", "")
+	count := fs.Int("count", 1, "")
+	fs.Fallback("redis", "REDIS_URL")
+	err := fs.Parse([]string{"--redis", "redis://127.0.0.1:6379/0"})
+	fmt.Println(*redisURL, *count, err)
+
+	fs = cli.NewFlags("enqueue")
+	fs.Int("count", 1, "")
+	err = fs.Parse([]string{"--count", "many"})
+	code, done := cli.Parsed(err, "enqueue", "Usage: enqueue [flags]\n", os.Stdout, os.Stdout)
+	fmt.Println(code, done)
+	// Output:
+	// redis://127.0.0.1:6379/0 3 <nil>
+	// enqueue: invalid value "many" for flag -count: parse error
+	// Run 'enqueue --help' for usage.
+	// 2 true
+}

@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 )
 
 // Exit codes of sluice's commands.
@@ -54,22 +52,6 @@ func Report(w io.Writer, prog string, err error) int {
 		fmt.Fprintf(w, "%s: %s\n", prog, ClipMessage(err.Error()))
 	}
 	return ExitCode(err)
-}
-
-// Prog returns the program's name, the last element of os.Args[0].
-func Prog() string {
-	if len(os.Args) == 0 || os.Args[0] == "" {
-		return "sluice"
-	}
-	return filepath.Base(os.Args[0])
-}
-
-// Fatalf writes "<prog>: message" to stderr and exits: with [ExitUsage] if
-// the message's error matches [ErrUsage] (format with %w to keep it, or make
-// the error with [Usagef]), else with [ExitFailure]. It is for main; code
-// that can be tested returns errors instead.
-func Fatalf(format string, args ...any) {
-	os.Exit(Report(os.Stderr, Prog(), fmt.Errorf(format, args...)))
 }
 
 // Parsed handles what a command's flag parsing returned: for flag.ErrHelp

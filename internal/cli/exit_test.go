@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 func TestExitCode(t *testing.T) {
@@ -32,40 +29,6 @@ func TestReport(t *testing.T) {
 	assert.Equal(t, ExitFailure, Report(&buf, "enqueue", errors.New("cannot reach Redis at 127.0.0.1:1: connection refused")))
 	assert.Equal(t, ExitOK, Report(&buf, "enqueue", nil))
 	assert.Equal(t, "enqueue: --type is required\nenqueue: cannot reach Redis at 127.0.0.1:1: connection refused\n", buf.String())
-}
-
-// Fatalf exits, so it runs in a child process: the test binary again, told
-// by the environment which call to make.
-func TestFatalf(t *testing.T) {
-	switch os.Getenv("CLI_TEST_FATALF") {
-	case "usage":
-		Fatalf("bad flag: %w", Usagef("--count 0 is out of range"))
-	case "failure":
-		Fatalf("enqueue failed after %d tasks: %v", 12, errors.New("connection reset"))
-	case "":
-	default:
-		t.Fatal("unknown CLI_TEST_FATALF")
-	}
-
-	tests := []struct {
-		mode   string
-		code   int
-		stderr string
-	}{
-		{"usage", ExitUsage, "bad flag: --count 0 is out of range\n"},
-		{"failure", ExitFailure, "enqueue failed after 12 tasks: connection reset\n"},
-	}
-	for _, tt := range tests {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestFatalf$")
-		cmd.Env = append(os.Environ(), "CLI_TEST_FATALF="+tt.mode)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		err := cmd.Run()
-		var exit *exec.ExitError
-		require.ErrorAs(t, err, &exit, tt.mode)
-		assert.Equal(t, tt.code, exit.ExitCode(), tt.mode)
-		assert.Equal(t, Prog()+": "+tt.stderr, stderr.String(), tt.mode)
-	}
 }
 
 func TestReportClipsHugeArguments(t *testing.T) {
