@@ -19,41 +19,46 @@ import (
 
 // This file is a job's life in this process, from asynq handing it to the
 // pool to the pool handing it back, in the order it is lived. process moves
-// the job from step to step; each step returns the job's fate, which is the
-// next step or an end; settle decides and records every end (as asynq's
-// processor ends every task in handleFailedMessage: retry or archive).
+// the job from step to step; each step returns the job's fate: the next step,
+// or an end. settle decides and records every end, as asynq's processor ends
+// every task in one place (handleFailedMessage: retry or archive).
 //
-//	dequeued   an unthrottled type ......................... run
-//	           no bucket key from the task ................. archive
-//	           holds a ticket .............................. redeem
-//	           otherwise ................................... take a turn
-//	redeem     the ticket stands, its slot now or soon:
-//	           sleep here until it ............................ run
-//	           the slot further off, or the pool stopping ..... back, keeping the ticket
-//	           no ticket, void (the limit changed, the adaptive
-//	           rate dropped), too late, or woken by a change .. take a turn
-//	take a turn   an in-flight slot first (none: back, or archive),
-//	           then the tokens, booked up to the horizon in one call:
-//	           the turn within the wait budget: wait here for it .. run
-//	             woken by a limit change, or a lower adaptive rate . take a turn
-//	           the turn further off ............................ back, holding it as a ticket
-//	           over the key's fair share, its place near ....... wait for it, take a turn
-//	           over the key's fair share ....................... back at its place
-//	           refused, the store down, the pool stopping ...... back
-//	run        a ticket holder takes its in-flight slot while
-//	           its turn is fresh; none by then ................. take a turn
-//	           a cooldown began since the turn was booked ...... back after it
-//	           the handler: nil ................................ done
-//	           an *UpstreamError: cool the bucket down ......... back, holding a turn after it
-//	           a queue.ThrottledError .......................... back after its RetryAfter
-//	           its in-flight slot lost while it ran ............ back
-//	           any other error ................................. failed: asynq retries or archives
-//	           its context ended at any step ................... gone: asynq has it
+//	step         when                                           fate
+//	dequeued     an unthrottled type                            run
+//	             no bucket key can be derived from the task     archive
+//	             it holds a ticket                              redeem
+//	             otherwise                                      take a turn
+//	redeem       no ticket, or void (the limit changed, the
+//	             adaptive rate dropped), or too late            take a turn
+//	             its slot further off, or the pool stopping     back, keeping its ticket
+//	             its slot now or soon: sleep until it           run
+//	               woken by a change of limits or a reset       take a turn
+//	               a cooldown began since it was booked         back after the cooldown
+//	take a turn  no in-flight slot within the wait budget       back (archive past the horizon)
+//	             its turn further off than the budget           back, holding it as a ticket
+//	             its turn within the budget: wait for it        run
+//	               woken by a change of limits or a lower rate  take a turn
+//	               a cooldown began meanwhile                   back after the cooldown
+//	             over its key's fair share, its place near      place
+//	             over its key's fair share                      back to its place (archive past the horizon)
+//	             refused otherwise                              back (archive past the horizon)
+//	             the limiter's store down, the pool stopping    back
+//	place        its place has come                             take a turn
+//	run          no in-flight slot while a ticket's turn is
+//	             fresh                                          take a turn
+//	             the handler returned nil                       done
+//	               an *UpstreamError: the bucket cools down     back, holding a turn after it (archive past the horizon)
+//	               a queue.ThrottledError                       back after its RetryAfter (archive past the horizon)
+//	               any error, its in-flight slot lost meanwhile back
+//	               any other error                              failed: asynq retries or archives it
+//	any          its context ended                              gone: asynq has it
+//	             its policy cannot take it (a cost over its
+//	             burst, no bucket key under a changed policy)   archive
 //
-// A job goes back as a copy (see sendBack) and asynq drops the original, so
+// A job goes back as a copy (sendBack) and asynq drops the original, so
 // throttling spends no retry and archives nothing, whatever the job's
-// MaxRetry. The one exception is the horizon: a job that would come back
-// from a throttle past Config.Horizon is archived with the reason (settle).
+// MaxRetry. The only throttle that archives is the horizon: a job that would
+// come back from a throttle's wait past Config.Horizon (settle).
 
 // job is one run of one task in this process.
 type job struct {
