@@ -47,10 +47,10 @@ import (
 //	run          no in-flight slot while a ticket's turn is
 //	             fresh                                          take a turn
 //	             the handler returned nil                       done
-//	               an *UpstreamError: the bucket cools down     back, holding a turn after it (archive past the horizon)
-//	               a queue.ThrottledError                       back after its RetryAfter (archive past the horizon)
-//	               any error, its in-flight slot lost meanwhile back
-//	               any other error                              failed: asynq retries or archives it
+//	             an *UpstreamError: the bucket cools down       back, holding a turn after it (archive past the horizon)
+//	             a queue.ThrottledError                         back after its RetryAfter (archive past the horizon)
+//	             an error, its in-flight slot lost meanwhile    back
+//	             any other error                                failed: asynq retries or archives it
 //	any          its context ended                              gone: asynq has it
 //	             its policy cannot take it (a cost over its
 //	             burst, no bucket key under a changed policy)   archive
@@ -122,9 +122,11 @@ func (f fate) holding(slot time.Time) fate { f.slot = slot; return f }
 func archived(err error) fate { return fate{next: toArchive, err: err} }
 func gone(err error) fate     { return fate{next: toGone, err: err} }
 
-var turnAgain = fate{next: toTurn}
+// takeTurn is the fate of a job that takes a turn (anew).
+var takeTurn = fate{next: toTurn}
 
-func run(slot time.Time) fate { return fate{next: toRun, slot: slot} }
+// runAt is the fate of a job whose turn, at slot, is now.
+func runAt(slot time.Time) fate { return fate{next: toRun, slot: slot} }
 
 // process is the pool's asynq handler: it takes a job through its life (see
 // the file's comment) and returns what settle decides.
@@ -144,7 +146,7 @@ func (p *Pool) process(ctx context.Context, task *asynq.Task) error {
 	j := p.newJob(ctx, task, rt)
 	ctx = context.WithValue(ctx, noteKey{}, &j.note)
 	ctx = context.WithValue(ctx, grantedKey{}, &j.granted)
-	f := run(time.Time{})
+	f := runAt(time.Time{})
 	if j.pol != nil {
 		defer p.letGo(ctx, j)
 		f = p.begin(ctx, j)
@@ -194,7 +196,7 @@ func (p *Pool) begin(ctx context.Context, j *job) fate {
 	if j.meta.Ticket != "" {
 		return p.redeem(ctx, j)
 	}
-	return turnAgain
+	return takeTurn
 }
 
 // bind works out job j's buckets and in-flight semaphore under j.pol.
@@ -237,11 +239,11 @@ func (p *Pool) rebound(j *job) (bool, error) {
 func (p *Pool) redeem(ctx context.Context, j *job) fate {
 	tk, ok := p.redeemTicket(ctx, j)
 	if !ok {
-		return turnAgain
+		return takeTurn
 	}
 	if void, why := p.ticketVoid(ctx, j, tk.Note); void {
 		j.logger().Debug("workers: " + why + " since the ticket was booked; taking a new turn")
-		return turnAgain
+		return takeTurn
 	}
 	slot := tk.Slot
 	wait := time.Until(slot)
@@ -250,7 +252,7 @@ func (p *Pool) redeem(ctx context.Context, j *job) fate {
 		// other late ones and they would bunch past the bucket's burst. The
 		// turn is given up (its tokens wasted, never granted twice) for a new one.
 		j.logger().Debug("workers: ticket too late; taking a new turn", "late", -wait)
-		return turnAgain
+		return takeTurn
 	}
 	if wait <= 0 {
 		if f, sent := p.heedCooldown(ctx, j); sent {
@@ -258,7 +260,7 @@ func (p *Pool) redeem(ctx context.Context, j *job) fate {
 		}
 		p.waited(ctx, j.rt, 0)
 		j.granted = tk.At
-		return run(slot)
+		return runAt(slot)
 	}
 	lead := p.lead(j.pol.maxWait)
 	if p.stopping() {
@@ -307,21 +309,21 @@ func (p *Pool) redeem(ctx context.Context, j *job) fate {
 		if _, err := p.rebound(j); err != nil {
 			return archived(permanent(err))
 		}
-		return turnAgain
+		return takeTurn
 	case err != nil:
 		return gone(err)
 	}
 	if moved, err := p.rebound(j); err != nil {
 		return archived(permanent(err))
 	} else if moved {
-		return turnAgain
+		return takeTurn
 	}
 	if f, sent := p.heedCooldown(ctx, j); sent {
 		return f
 	}
 	p.waited(ctx, j.rt, wait)
 	j.granted = tk.At
-	return run(slot)
+	return runAt(slot)
 }
 
 var (
@@ -390,7 +392,7 @@ func (p *Pool) acquire(ctx context.Context, j *job) fate {
 		span.End()
 		p.waited(ctx, j.rt, 0)
 		j.granted = r.Slot()
-		return run(r.Time())
+		return runAt(r.Time())
 	}
 	wctx, cancel := context.WithCancel(tctx)
 	defer cancel()
@@ -411,7 +413,7 @@ func (p *Pool) acquire(ctx context.Context, j *job) fate {
 			if moved, berr := p.rebound(j); berr != nil {
 				return archived(permanent(berr))
 			} else if moved || w.rebook.Load() { // SetPolicy, or a drop of the adaptive rate, woke it: its tokens went back
-				return turnAgain
+				return takeTurn
 			}
 		}
 		return back(shutdownDelay, reasonShutdown)
@@ -422,11 +424,11 @@ func (p *Pool) acquire(ctx context.Context, j *job) fate {
 		return f
 	}
 	if p.rateDropped(ctx, j) {
-		return turnAgain
+		return takeTurn
 	}
 	p.waited(ctx, j.rt, d)
 	j.granted = r.Slot()
-	return run(r.Time())
+	return runAt(r.Time())
 }
 
 // holdFirst takes job j's in-flight slot, if its policy bounds them and it
@@ -505,7 +507,7 @@ func (p *Pool) place(ctx context.Context, j *job, d time.Duration) fate {
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return turnAgain
+		return takeTurn
 	case <-ctx.Done():
 		return gone(ctx.Err())
 	case <-p.stopCtx.Done():
@@ -576,7 +578,7 @@ func (p *Pool) runHolding(ctx context.Context, j *job, turn time.Time) fate {
 			j.lease = lease
 		case (errors.As(err, &limited) || errors.Is(err, context.DeadlineExceeded)) && ctx.Err() == nil && !p.stopping():
 			j.logger().Debug("workers: no in-flight slot while the ticket's turn was fresh; taking a new turn")
-			return turnAgain
+			return takeTurn
 		default:
 			return p.noSlot(ctx, j, err)
 		}
