@@ -2,46 +2,14 @@ package workers
 
 import (
 	"context"
-	"strconv"
-	"strings"
+
+	"github.com/sluicehq/sluice/backoff"
 )
 
-// ticketMark is what a ticket records of the limits it was booked under:
-// the policy's fingerprint, and the adaptive rate if there was one.
-func ticketMark(fp string, rate float64) string {
-	if rate <= 0 {
-		return fp
-	}
-	return fp + "@" + strconv.FormatFloat(rate, 'g', 6, 64)
-}
-
-// ticketVoid reports whether job j's ticket, whose record holds mark, was
-// booked under limits that no longer hold, and which: a policy changed since
-// (SetPolicy), or an adaptive rate that has since dropped (a turn booked at
-// the old pace would spend what the upstream no longer allows). A ticket
-// that recorded neither stands.
-func (p *Pool) ticketVoid(ctx context.Context, j *job, mark string) (bool, string) {
-	if mark == "" {
-		return false, ""
-	}
-	fp, rate, hasRate := strings.Cut(mark, "@")
-	if fp != j.pol.fp {
-		return true, "the limit changed"
-	}
-	if !hasRate || j.pol.adaptive == nil {
-		return false, ""
-	}
-	booked, err := strconv.ParseFloat(rate, 64)
-	if err != nil {
-		return false, ""
-	}
-	j.rate = booked // kept if the job goes back with its ticket again
-	l, _, err := p.adapt.Limit(context.WithoutCancel(ctx), j.key, *j.pol.adaptive)
-	if err == nil && dropped(l.Rate, booked) {
-		return true, "the adaptive rate dropped"
-	}
-	return false, ""
-}
+// This file is how what a job learns of its upstream reaches its policy's
+// adaptive bucket (Policy.Adaptive), and how a lower effective rate reaches
+// the jobs that booked turns at the old one. Every call workers makes to
+// throttle's adaptive API (throttle.Adapter) is here.
 
 // adaptRefused reports an upstream refusal of job j to its adaptive bucket:
 // the fleet's effective rate falls, once per overload episode.
@@ -56,6 +24,26 @@ func (p *Pool) adaptRefused(ctx context.Context, j *job) {
 		p.rebookBucket(j.key)
 		j.logger().Info("workers: upstream refused: the fleet's effective rate for the bucket is lowered",
 			"bucket", j.key, "rate", st.Rate, "ceiling", a.Ceiling.Rate, "per", a.Ceiling.Period.String(), "why", st.Reason)
+	}
+}
+
+// announced makes the rate the upstream announced (q.Rate > 0) the
+// effective rate of job j's bucket, never above its ceiling.
+func (p *Pool) announced(ctx context.Context, j *job, q backoff.Quota) {
+	a := j.pol.adaptive
+	rate := q.Rate * a.Ceiling.Period.Seconds()
+	if a.Ceiling.Period == 0 {
+		rate = q.Rate
+	}
+	st, changed, err := p.adapt.Announced(context.WithoutCancel(ctx), j.key, *a, rate)
+	if err != nil {
+		j.logger().Debug("workers: cannot report the announced quota", "err", err)
+		return
+	}
+	if changed {
+		p.rebookBucket(j.key)
+		j.logger().Info("workers: the upstream announced its quota: the fleet's effective rate for the bucket follows it",
+			"bucket", j.key, "rate", st.Rate, "ceiling", a.Ceiling.Rate, "per", a.Ceiling.Period.String())
 	}
 }
 
@@ -95,12 +83,18 @@ func (p *Pool) rateDropped(ctx context.Context, j *job) bool {
 	}
 	sctx, cancel := context.WithTimeout(ctx, cooldownCheckTimeout)
 	defer cancel()
-	l, _, err := p.adapt.Limit(sctx, j.key, *j.pol.adaptive)
-	if err != nil || !dropped(l.Rate, j.rate) {
+	rate, err := p.adaptiveRate(sctx, j)
+	if err != nil || !dropped(rate, j.rate) {
 		return false
 	}
-	j.logger().Debug("workers: the bucket's adaptive rate dropped while the job waited; taking a new turn", "booked_at", j.rate, "rate", l.Rate)
+	j.logger().Debug("workers: the bucket's adaptive rate dropped while the job waited; taking a new turn", "booked_at", j.rate, "rate", rate)
 	return true
+}
+
+// adaptiveRate is the effective rate of job j's adaptive bucket now.
+func (p *Pool) adaptiveRate(ctx context.Context, j *job) (float64, error) {
+	l, _, err := p.adapt.Limit(ctx, j.key, *j.pol.adaptive)
+	return l.Rate, err
 }
 
 // dropped reports whether an adaptive rate now is enough below the rate a

@@ -12,13 +12,13 @@ import (
 
 	"github.com/sluicehq/sluice/backoff"
 	"github.com/sluicehq/sluice/queue"
-	"github.com/sluicehq/sluice/throttle"
 )
 
-// This file is where a job that cannot run now goes: back to its queue, as a
-// copy made by queue.Client.Requeue that comes back later, while the handler
-// returns nil so that asynq drops the original. That spends no retry and never
-// archives, whatever the job's MaxRetry.
+// This file is how a job that cannot run now goes back to its queue (job.go
+// decides when): as a copy made by queue.Client.RequeueTicket that comes
+// back later, while the handler returns nil so that asynq drops the
+// original. That spends no retry and never archives, whatever the job's
+// MaxRetry.
 
 const (
 	// shutdownDelay is how long a job sent back by a stopping pool stays away,
@@ -49,40 +49,30 @@ func (p *Pool) lead(budget time.Duration) time.Duration {
 	return max(min(budget/2, maxLead), p.cfg.DelayedTaskCheckInterval+p.cfg.TaskCheckInterval)
 }
 
-// sendBackWith sends job j back holding reservation r as its ticket: it comes
-// back a little before r's slot and runs then without asking for tokens
-// again. Each job throttled this way goes back once, at its own slot, so
-// come-backs are spread exactly as the bucket allows.
-//
-// r is never cancelled, even if sending back fails: a failed enqueue may
-// still have happened (a timed-out script can run after the client gave up),
-// and a copy holding a refunded turn would run on tokens handed out twice. A
-// lost ticket only wastes its tokens.
-func (p *Pool) sendBackWith(ctx context.Context, j *job, r *throttle.Reservation, why reason) error {
-	delay := r.Delay() - p.lead(j.pol.maxWait)
-	if why == reasonShutdown {
-		delay = max(delay, shutdownDelay)
-	}
-	return p.comeBack(ctx, j, delay, r.Slot(), why)
-}
-
-// comeBack sends job j back to its queue to run after delay, holding a ticket
-// for slot unless slot is zero, and returns nil so that asynq drops the
-// original. The ticket is issued first (see issueTicket), then the copy is
-// enqueued carrying it: a ticket whose copy never gets enqueued expires
-// unused.
+// sendBack sends job j back to its queue to run after delay, holding a
+// ticket for slot unless slot is zero, and returns nil so that asynq drops
+// the original. The ticket is issued first (see issueTicket), then the copy
+// is enqueued carrying it: a ticket whose copy never gets enqueued expires
+// unused. A copy that comes at a time of its own (a ticket's turn, a place
+// in its key's line) is due shareBackstop later, and the pool moves it to
+// pending at its time (see share.go).
 //
 // The worker keeps the job until the copy is on its queue: if the queue's
-// Redis cannot take it, comeBack tries again, with backoff, while it holds
-// the job (see requeue). It never hands a throttled job to asynq's retry or
-// archive path while it can still send it back, since asynq archives a job
-// whose retries are spent (MaxRetry 0, or its last retry) on any error,
-// before it asks IsFailure.
-func (p *Pool) comeBack(ctx context.Context, j *job, delay time.Duration, slot time.Time, why reason) error {
-	_, err := p.requeue(ctx, j, delay, slot, why)
-	return err
-}
-
+// Redis cannot take it, sendBack tries again, with backoff, while it holds
+// the job. It never hands a throttled job to asynq's retry or archive path
+// while it can still send it back, since asynq archives a job whose retries
+// are spent (MaxRetry 0, or its last retry) on any error, before it asks
+// IsFailure. It gives up only when it must, leaving the job to asynq:
+//
+//   - when the pool's shutdown nears its ShutdownTimeout, it stops trying
+//     and waits: asynq then puts the original back on its queue as it was
+//     (no retry spent, never archived) and ends the handler's context;
+//   - near its context's deadline, a job with retries left goes down
+//     asynq's retry path, after delay, without spending a retry (a
+//     queue.ThrottledError: see queue.IsFailure); one with none left keeps
+//     trying until the deadline, where asynq decides as for any job;
+//   - when its context ends, asynq has decided already.
+//
 // sendBackRetry paces the attempts to send a job back while the queue's Redis
 // cannot take it.
 var sendBackRetry = backoff.Exponential{Base: 100 * time.Millisecond, Max: 2 * time.Second, Jitter: backoff.FullJitter}
@@ -93,21 +83,7 @@ var sendBackRetry = backoff.Exponential{Base: 100 * time.Millisecond, Max: 2 * t
 // dealt with the original, and the job would run twice.
 const sendBackSlack = time.Second
 
-// requeue is comeBack, which also returns the copy's TaskInfo (nil if the
-// copy was there already, or if none was made: the error then says why).
-//
-// While the queue's Redis cannot take the copy, requeue tries again, and
-// gives up only when it must, leaving the job to asynq:
-//
-//   - when the pool's shutdown nears its ShutdownTimeout, it stops trying
-//     and waits: asynq then puts the original back on its queue as it was
-//     (no retry spent, never archived) and ends the handler's context;
-//   - near its context's deadline, a job with retries left goes down
-//     asynq's retry path, after delay, without spending a retry (a
-//     queue.ThrottledError: see queue.IsFailure); one with none left keeps
-//     trying until the deadline, where asynq decides as for any job;
-//   - when its context ends, asynq has decided already.
-func (p *Pool) requeue(ctx context.Context, j *job, delay time.Duration, slot time.Time, why reason) (*asynq.TaskInfo, error) {
+func (p *Pool) sendBack(ctx context.Context, j *job, delay time.Duration, slot time.Time, why reason) error {
 	ticket := ""
 	if !slot.IsZero() {
 		if ticket = p.issueTicket(ctx, j, slot); ticket == "" {
@@ -115,21 +91,22 @@ func (p *Pool) requeue(ctx context.Context, j *job, delay time.Duration, slot ti
 		}
 	}
 	delay = max(delay, 0)
+	// asynq keeps due times in whole seconds, truncated: a ticket holder
+	// would come back up to a second early and sleep in a worker slot, and
+	// with enough of them the pool's slots fill with sleepers while the
+	// tickets due next wait in the queue and come late. So, as a job sent
+	// away over its share, the copy is due a second after its time, as a
+	// backstop, and the pool moves it to pending at its time (promoter).
+	backstop := why == reasonShare || ticket != "" && why != reasonShutdown && delay <= sharePromote
+	promote := backstop && delay <= sharePromote
+	at := delay
+	if backstop {
+		delay += shareBackstop
+	}
 	if ticket == "" {
 		// asynq keeps due times in whole seconds: a shorter delay would bring the
 		// job straight back. A ticket holder sleeps until its slot instead.
 		delay = max(delay, queue.MinRetryDelay)
-	}
-	// asynq keeps due times in whole seconds, truncated: a ticket holder
-	// would come back up to a second early and sleep in a worker slot, and
-	// with enough of them the pool's slots fill with sleepers while the
-	// tickets due next wait in the queue and come late. So, as for a job
-	// sent away over its share, the copy is due a second after its time, as
-	// a backstop, and the pool moves it to pending at its time (promoter).
-	promote := ticket != "" && why != reasonShutdown && delay <= sharePromote
-	at := delay
-	if promote {
-		delay += shareBackstop
 	}
 	trace.SpanFromContext(ctx).AddEvent("sent back", trace.WithAttributes(
 		attribute.String("sluice.reason", why.String()),
@@ -148,10 +125,10 @@ func (p *Pool) requeue(ctx context.Context, j *job, delay time.Duration, slot ti
 				j.logger().Info("workers: job sent back once the queue store answered", "reason", why.String(), "attempts", attempt+1)
 			}
 			j.logger().Debug("workers: job sent back", "reason", why.String(), "delay", d, "ticket", ticket != "")
-			if promote && info != nil {
+			if promote && info != nil { // nil: the copy was there already
 				p.promote.at(max(time.Until(due)-delay+at, 0), p.rdb, info.Queue, info.ID)
 			}
-			return info, nil
+			return nil
 		}
 		if attempt == 0 {
 			j.logger().Warn("workers: queue store (asynq's Redis) unavailable: cannot send the job back; the worker keeps it and tries again",
@@ -164,12 +141,12 @@ func (p *Pool) requeue(ctx context.Context, j *job, delay time.Duration, slot ti
 			j.logger().Error("workers: the pool stops and the queue store still cannot take the job; asynq puts it back on its queue", "err", err)
 			<-ctx.Done() // asynq ends it once it has put the original back
 			p.outcome(ctx, j.rt, outFailed)
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 		if dl, ok := ctx.Deadline(); ok && end.After(dl) && p.retriesLeft(ctx, j) {
 			j.logger().Error("workers: the job's deadline nears and the queue store still cannot take it; asynq's retry path takes it",
 				"reason", why.String(), "delay", d, "err", err)
-			return nil, queue.Throttled(d, fmt.Sprintf("workers: %s: sending the job back failed: %v", why, err))
+			return queue.Throttled(d, fmt.Sprintf("workers: %s: sending the job back failed: %v", why, err))
 		}
 		t := time.NewTimer(pause)
 		select {
@@ -178,7 +155,7 @@ func (p *Pool) requeue(ctx context.Context, j *job, delay time.Duration, slot ti
 			t.Stop()
 			j.logger().Error("workers: the job's context ended while the queue store could not take it; asynq has it", "err", err)
 			p.outcome(ctx, j.rt, outFailed)
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
 }

@@ -77,26 +77,6 @@ func (p *Pool) applyNote(ctx context.Context, j *job) {
 	}
 }
 
-// announced makes the rate the upstream announced (q.Rate > 0) the
-// effective rate of job j's bucket, never above its ceiling.
-func (p *Pool) announced(ctx context.Context, j *job, q backoff.Quota) {
-	a := j.pol.adaptive
-	rate := q.Rate * a.Ceiling.Period.Seconds()
-	if a.Ceiling.Period == 0 {
-		rate = q.Rate
-	}
-	st, changed, err := p.adapt.Announced(context.WithoutCancel(ctx), j.key, *a, rate)
-	if err != nil {
-		j.logger().Debug("workers: cannot report the announced quota", "err", err)
-		return
-	}
-	if changed {
-		p.rebookBucket(j.key)
-		j.logger().Info("workers: the upstream announced its quota: the fleet's effective rate for the bucket follows it",
-			"bucket", j.key, "rate", st.Rate, "ceiling", a.Ceiling.Rate, "per", a.Ceiling.Period.String())
-	}
-}
-
 // exhaustedHold is how long a bucket is held when the upstream announces its
 // quota spent: until the announced reset. The fields write the reset in
 // whole seconds, rounded up, so a reset of one second says only "within the

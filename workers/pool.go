@@ -42,7 +42,7 @@ type Pool struct {
 	tel     *telemetry
 	stats   stats
 	adapt   *throttle.Adapter
-	promote promoter // moves jobs sent away over their share back at their places
+	promote promoter // moves jobs sent back to come at a time of their own to pending then
 
 	mu      sync.Mutex
 	state   poolState
@@ -59,7 +59,7 @@ type Pool struct {
 	draining bool
 	stopCtx  context.Context // ends once the waiters are drained: jobs holding tickets go back
 	stop     context.CancelFunc
-	inflight sync.WaitGroup // jobs inside the middleware
+	inflight sync.WaitGroup // jobs in the pool's hands (process)
 	bg       sync.WaitGroup // the pool's own goroutines other than the status one (replan)
 	once     sync.Once      // starts the shutdown
 	done     chan struct{}  // closed when the shutdown is complete
@@ -82,9 +82,6 @@ type route struct {
 
 	waiting atomic.Int64 // jobs of the route waiting in this process now
 }
-
-// policyName is the route's policy name, or "" for an unthrottled route.
-func (r *route) policyName() string { return r.name }
 
 // NewPool checks cfg and returns a Pool that is ready for Handle. It does no
 // I/O: Start checks that the queues' Redis answers. The Pool opens its own
@@ -174,7 +171,7 @@ func (p *Pool) newRoute(taskType string, h asynq.Handler, pol *Policy) (*route, 
 		rt.pol.Store(pp)
 		rt.name = pp.Name
 	}
-	rt.tel = newRouteTelemetry(taskType, rt.policyName())
+	rt.tel = newRouteTelemetry(taskType, rt.name)
 	return rt, nil
 }
 

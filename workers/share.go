@@ -7,71 +7,42 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 )
 
-// This file is where a job of a key over its fair share goes (Policy.Fair):
-// back to its queue without a turn, to come back at its place in its key's
-// line, which the limiter gave it (throttle.ErrOverShare). Nothing is booked
-// for it, so a job sent away holds nothing that another key could use.
+// This file is how a job sent back to come at a time of its own comes back
+// on time. A job of a key over its fair share (Policy.Fair) goes back without
+// a turn, to come back at its place in its key's line, which the limiter gave
+// it (throttle.ErrOverShare; see refused in job.go). Nothing is booked for
+// it, so a job sent away holds nothing that another key could use. A job
+// holding a ticket goes back to come at its turn.
 //
 // asynq keeps due times in whole seconds, so a job asked back for t would
 // come back at t's second, up to a second early or late, and the places of a
 // key's line, one turn apart, would come back in one lump per second. So the
-// copy is asked back a second after its place, as a backstop, and the pool
-// moves it to the front of its queue's pending list at its place (front, from
-// a timer): it comes back on time, one at a time, ahead of jobs that have
-// had no turn yet. Tickets come back the same way (see requeue). If this process dies before
-// the timer fires, the backstop brings the job back a second late: never lost.
+// copy is asked back a second after its time, as a backstop, and the pool
+// moves it to the front of its queue's pending list at its time (front, from
+// a timer; see sendBack): it comes back on time, one at a time, ahead of jobs
+// that have had no turn yet. If this process dies before the timer fires,
+// the backstop brings the job back a second late: never lost.
 
 // frontTimeout bounds the promoter's move of one job.
 const frontTimeout = 5 * time.Second
 
 const (
-	// shareBackstop is how much later than its place a job sent away over its
-	// share is due, should the pool's timer not move it at its place.
+	// shareBackstop is how much later than its time (a place in its key's
+	// line, a ticket's turn) a job sent back is due, should the pool's timer
+	// not move it then.
 	shareBackstop = time.Second
 	// shareHold is the longest place a job waits for in the worker rather
 	// than going back to its queue: its slot is busy meanwhile, and a slot
 	// that waits is one that fetches no other key's job.
 	shareHold = 50 * time.Millisecond
-	// sharePromote bounds the places the pool keeps a timer for: a backlog
+	// sharePromote bounds the times the pool keeps a timer for: a backlog
 	// of a million jobs sent away at once would otherwise hold a million
 	// timers. A job with a place further off comes back at its backstop, a
 	// second late, with the others of its second.
 	sharePromote = time.Minute
 )
-
-// overShare handles a job whose key is over its share: place is its place in
-// its key's line, from now.
-func (p *Pool) overShare(ctx context.Context, j *job, place time.Duration) error {
-	trace.SpanFromContext(ctx).AddEvent("over its share", trace.WithAttributes(attribute.Float64("sluice.place_s", place.Seconds())))
-	if place > p.remaining(j) {
-		return p.archive(ctx, j, p.pastHorizon(j, place))
-	}
-	if place <= shareHold && place <= p.budget(ctx, j) {
-		t := time.NewTimer(place)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return p.acquire(ctx, j)
-		case <-ctx.Done():
-			p.outcome(ctx, j.rt, outFailed)
-			return ctx.Err()
-		case <-p.stopCtx.Done():
-			return p.comeBack(ctx, j, shutdownDelay, time.Time{}, reasonShutdown)
-		}
-	}
-	info, err := p.requeue(ctx, j, place+shareBackstop, time.Time{}, reasonShare)
-	if err != nil || info == nil {
-		return err
-	}
-	if place <= sharePromote {
-		p.promote.at(place, p.rdb, info.Queue, info.ID)
-	}
-	return nil
-}
 
 // promoter moves jobs sent back to come at a time of their own (a ticket's
 // slot, a place in their key's line) to the front of their queue's pending

@@ -2,6 +2,8 @@ package workers
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/throttle"
@@ -53,4 +55,41 @@ func (p *Pool) redeemTicket(ctx context.Context, j *job) (throttle.Ticket, bool)
 		j.logger().Debug("workers: the job's ticket is unknown, expired or already redeemed; taking a new turn")
 	}
 	return t, ok
+}
+
+// ticketMark is what a ticket records of the limits it was booked under:
+// the policy's fingerprint, and the adaptive rate if there was one.
+func ticketMark(fp string, rate float64) string {
+	if rate <= 0 {
+		return fp
+	}
+	return fp + "@" + strconv.FormatFloat(rate, 'g', 6, 64)
+}
+
+// ticketVoid reports whether job j's ticket, whose record holds mark, was
+// booked under limits that no longer hold, and which: a policy changed since
+// (SetPolicy), or an adaptive rate that has since dropped (a turn booked at
+// the old pace would spend what the upstream no longer allows). A ticket
+// that recorded neither stands.
+func (p *Pool) ticketVoid(ctx context.Context, j *job, mark string) (bool, string) {
+	if mark == "" {
+		return false, ""
+	}
+	fp, rate, hasRate := strings.Cut(mark, "@")
+	if fp != j.pol.fp {
+		return true, "the limit changed"
+	}
+	if !hasRate || j.pol.adaptive == nil {
+		return false, ""
+	}
+	booked, err := strconv.ParseFloat(rate, 64)
+	if err != nil {
+		return false, ""
+	}
+	j.rate = booked // kept if the job goes back with its ticket again
+	now, err := p.adaptiveRate(context.WithoutCancel(ctx), j)
+	if err == nil && dropped(now, booked) {
+		return true, "the adaptive rate dropped"
+	}
+	return false, ""
 }

@@ -10,7 +10,7 @@ import (
 
 // UpstreamError reports that a third-party API refused a job's request because
 // of its own rate limit (429 Too Many Requests) or overload (503 Service
-// Unavailable). A handler returns it; the pool's middleware then applies
+// Unavailable). A handler returns it; the pool then applies
 // backoff.Upstream's rule: a 429, or a 503 with a Retry-After, puts the job's
 // bucket into cooldown (for RetryAfter, or the pool's backoff when the 429 gave
 // none), so every host's workers pause, and sends the job back to its queue for
