@@ -7,6 +7,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+//go:generate go run ./internal/luagen lua
+
 // The bucket scripts are composed from files in lua/: now.lua, prelude.lua
 // and holes.lua, the modules of the policies a call uses (tat.lua, then
 // tb.lua, lb.lua, fw.lua, sl.lua, sw.lua), then the operation's main file
