@@ -11,8 +11,11 @@
 -- a/b rounded down and up, for integers (b > 0); the checks guard against a
 -- quotient that rounds onto a whole number.
 local function floordiv(a, b)
-  local q = math.floor(a / b)
+  local q
+  --{ floordiv: q = a/b rounded down
+  q = math.floor(a / b)
   if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+  --}
   return q
 end
 local function ceildiv(a, b) return -floordiv(-a, b) end

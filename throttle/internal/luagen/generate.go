@@ -127,7 +127,7 @@ func expand(src string, frags map[string]fragment) (string, error) {
 		indent := line[:len(line)-len(strings.TrimLeft(line, " "))]
 		fmt.Fprintf(&b, "%s-- %s (%s)", indent, args[0], f.file)
 		if f.note != "" {
-			b.WriteString(": " + f.note)
+			b.WriteString(": " + rename(f.note, names, map[string]bool{}))
 		}
 		b.WriteByte('\n')
 		for _, l := range f.lines {
