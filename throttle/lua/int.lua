@@ -18,7 +18,14 @@ local function floordiv(a, b)
   --}
   return q
 end
-local function ceildiv(a, b) return -floordiv(-a, b) end
+local function ceildiv(a, b)
+  local q
+  --{ ceildiv: q = a/b rounded up
+  q = math.ceil(a / b)
+  if q * b < a then q = q + 1 elseif (q - 1) * b >= a then q = q - 1 end
+  --}
+  return q
+end
 
 -- ms is the TTL in milliseconds of a key whose state matters for us µs more:
 -- that, rounded up, and a second of slack. Redis 7.0.15 was seen to drop a

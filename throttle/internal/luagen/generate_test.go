@@ -31,8 +31,8 @@ func TestGeneratedUpToDate(t *testing.T) {
 func TestRename(t *testing.T) {
 	names := map[string]string{"w": "tw", "f": "tf", "b": "B"}
 	used := map[string]bool{}
-	got := rename(`if w < b.w and f > 1e-5 then x = "w" .. w end -- w`, names, used)
-	want := `if tw < B.w and tf > 1e-5 then x = "w" .. tw end -- w`
+	got := rename(`if w < b.w and f > 1e-5 then x = "w" .. w end -- w's`, names, used)
+	want := `if tw < B.w and tf > 1e-5 then x = "w" .. tw end -- tw's`
 	if got != want {
 		t.Errorf("rename = %q, want %q", got, want)
 	}

@@ -6,8 +6,8 @@
 // it; the lines between are ordinary Lua over local variables, run in place
 // by the general scripts. A template's line "--= name old=new ..." is
 // replaced by that fragment, indented as the line, with each variable old
-// named new (in its code and in what its opening line says). A generated
-// file opens with a line saying so.
+// named new (in its code and its comments). A generated file opens with a
+// line saying so.
 package main
 
 import (
