@@ -51,13 +51,17 @@ local function at(b, j) return b.count[j] or 0 end
 -- summary appends the fields s, o, c and d (above) for the latest booked slot
 -- bb to the HSET arguments args.
 local function summary(b, bb, args)
-  local s = 0
-  for j, c in pairs(b.count) do
-    if j > bb - b.a3 and j <= bb then s = s + c end
+  local count, S = b.count, b.a3
+  --{ sw.summary: the fields s, o, c and d for the latest booked slot bb,
+  -- appended to the HSET arguments args; count holds the counts by slot
+  local sum = 0
+  for i, x in pairs(count) do
+    if i > bb - S and i <= bb then sum = sum + x end
   end
-  local i = #args
-  args[i + 1], args[i + 2], args[i + 3], args[i + 4] = "s", s, "o", at(b, bb - b.a3)
-  args[i + 5], args[i + 6], args[i + 7], args[i + 8] = "c", at(b, bb), "d", at(b, bb - b.a3 + 1)
+  local a = #args
+  args[a + 1], args[a + 2], args[a + 3], args[a + 4] = "s", sum, "o", count[bb - S] or 0
+  args[a + 5], args[a + 6], args[a + 7], args[a + 8] = "c", count[bb] or 0, "d", count[bb - S + 1] or 0
+  --}
   return args
 end
 
@@ -84,10 +88,13 @@ function M.sw.flag(b, on)
 end
 
 function M.sw.tail(b)
-  local L, S, max, n = b.a2, b.a3, b.a1, b.n
+  local L, S, max, n, bb, hold = b.a2, b.a3, b.a1, b.n, b.b, b.hold
+  --{ sw.lower: lower, the earliest instant a call may book: now, not
+  -- before the latest booked slot bb (if any) starts or the cooldown ends
   local lower = now
-  if b.b and b.b * L > lower then lower = b.b * L end
-  if b.hold > lower then lower = b.hold end
+  if bb and bb * L > lower then lower = bb * L end
+  if hold > lower then lower = hold end
+  --}
   local j = floordiv(lower, L)
   local full, off, e = 0, lower - j * L, nil
   for i, c in pairs(b.count) do

@@ -36,9 +36,8 @@ do
   if f[4] == "1" then return {3} end
   local b, hold, s, o, c, d = tonumber(f[1]), tonumber(f[3]) or 0, tonumber(f[5]), tonumber(f[6]), tonumber(f[7]), tonumber(f[8])
   if b and s and o and c and d and tonumber(f[2]) == L and b >= cur and hold < (b + 1) * L then
-    local lower, out, k, wrote = b * L, nil, 0, false
-    if now > lower then lower = now end
-    if hold > lower then lower = hold end
+    --= sw.lower bb=b
+    local out, k, wrote = nil, 0, false
     if m > 1 then out = {} end
     for j = 1, m do
       local maxwait, e, granted = ARGV[5 + j] + 0, nil, 0
@@ -106,9 +105,7 @@ for k = 1, m do
   -- the earliest instant at or after lower whose slot j leaves room for n
   -- (sw.lua's tail): full counts slots j-S+1 .. j, and the slot j-S weighs
   -- by how much of it the window still covers
-  local lower = now
-  if b and b * L > lower then lower = b * L end
-  if hold > lower then lower = hold end
+  --= sw.lower bb=b
   local j
   --= floordiv q=j a=lower b=L
   -- fc, oc: full and old at cur, for the figures; top: the latest slot kept
@@ -162,12 +159,7 @@ if next(dirty) then
     set[#set + 1], set[#set + 2], set[#set + 3], set[#set + 4] = "b", b, "L", L
     set[#set + 1], set[#set + 2], set[#set + 3], set[#set + 4] = "h", hold, "x", 0
   end
-  local sum = 0 -- the summary (sw.lua)
-  for i, c in pairs(count) do
-    if i > b - S and i <= b then sum = sum + c end
-  end
-  set[#set + 1], set[#set + 2], set[#set + 3], set[#set + 4] = "s", sum, "o", count[b - S] or 0
-  set[#set + 1], set[#set + 2], set[#set + 3], set[#set + 4] = "c", count[b] or 0, "d", count[b - S + 1] or 0
+  --= sw.summary bb=b args=set
   redis.call("HSET", KEYS[1], unpack(set))
   if moved then
     if not fresh then -- the slots no window that b's calls can see holds
