@@ -1,8 +1,8 @@
 -- int.lua: integer helpers and an adaptive bucket's rate, put after now.lua
 -- before prelude.lua, and before reserve_tat.lua for an adaptive bucket
--- (the other lean scripts, reserve_fw.lua, reserve_sl.lua and
--- reserve_sw.lua, write out what they need of it: each definition here is
--- run on every call of a script that includes it). All quantities are
+-- (whose atrate it calls). The lean scripts write floordiv and ceildiv out
+-- where a fragment calls them (internal/luagen): each definition here is
+-- run on every call of a script that includes it. All quantities are
 -- integer µs, counts or indices below 2^53, so the arithmetic is exact in
 -- Lua's doubles; a token or leaky bucket's times (its TAT, its T) are two
 -- such integers, µs and picoseconds (pico.go). Numbers written into strings
