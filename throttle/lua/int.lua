@@ -37,7 +37,11 @@ end
 -- hold them to it), so the slack costs only memory: an idle key stays a
 -- second longer.
 local function ms(us)
-  return math.ceil(us / 1000) + 1000
+  local t
+  --{ ms: t, the TTL in ms of a key whose state matters for us µs more
+  t = math.ceil(us / 1000) + 1000
+  --}
+  return t
 end
 
 local function fmt(x) return string.format("%.0f", x) end

@@ -142,7 +142,10 @@ if last and last ~= last0 then
   local p = last - last % g
   local till = p + g + W
   if not last0 or last0 < p then
-    redis.call("PEXPIRE", key, math.ceil((till - now) / 1000) + 1000) -- int.lua's ms
+    local ttl
+    -- ms (int.lua): ttl, the TTL in ms of a key whose state matters for (till-now) µs more
+    ttl = math.ceil((till-now) / 1000) + 1000
+    redis.call("PEXPIRE", key, ttl)
   end
 end
 return out

@@ -269,7 +269,10 @@ if next(dirty) then
     end
     local till = (b + S + 1) * L -- every slot kept is at or before b
     if hold > till then till = hold end
-    redis.call("PEXPIRE", KEYS[1], math.ceil((till - now) / 1000) + 1000) -- int.lua's ms
+    local ttl
+    -- ms (int.lua): ttl, the TTL in ms of a key whose state matters for (till-now) µs more
+    ttl = math.ceil((till-now) / 1000) + 1000
+    redis.call("PEXPIRE", KEYS[1], ttl)
   end
 end
 return out

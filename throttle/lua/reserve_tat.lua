@@ -183,11 +183,14 @@ for j = first, m do
     o = o + 3
   end
 end
-if wrote then -- tat.lua's put, with int.lua's ms
+if wrote then -- tat.lua's put
   -- tat.value (tat.lua): v, the key's value for the TAT, and ttl, the µs it
   -- matters for (ahead, rounded up)
   local ttl, v = tw - now, tw -- a number below 2^53: Redis writes all its digits
   if tf > 0 then ttl, v = ttl + 1, string.format("%.0f.%06d", tw, tf) end
-  redis.call("SET", KEYS[1], v, "PX", math.ceil(ttl / 1000) + 1000)
+  local px
+  -- ms (int.lua): px, the TTL in ms of a key whose state matters for ttl µs more
+  px = math.ceil(ttl / 1000) + 1000
+  redis.call("SET", KEYS[1], v, "PX", px)
 end
 return out

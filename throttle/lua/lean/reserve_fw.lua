@@ -57,6 +57,8 @@ elseif wrote then
   local till = (w + 1) * W
   if hold > till then till = hold end
   redis.call("HSET", KEYS[1], "w", w, "c", c, "W", W, "h", hold, "x", 0)
-  redis.call("PEXPIRE", KEYS[1], math.ceil((till - now) / 1000) + 1000) -- int.lua's ms
+  local ttl
+  --= ms t=ttl us=till-now
+  redis.call("PEXPIRE", KEYS[1], ttl)
 end
 return out

@@ -95,7 +95,9 @@ end
 if last and last ~= last0 then
   --= sl.till t=last
   if not last0 or last0 < p then
-    redis.call("PEXPIRE", key, math.ceil((till - now) / 1000) + 1000) -- int.lua's ms
+    local ttl
+    --= ms t=ttl us=till-now
+    redis.call("PEXPIRE", key, ttl)
   end
 end
 return out

@@ -171,7 +171,9 @@ if next(dirty) then
     end
     local till = (b + S + 1) * L -- every slot kept is at or before b
     if hold > till then till = hold end
-    redis.call("PEXPIRE", KEYS[1], math.ceil((till - now) / 1000) + 1000) -- int.lua's ms
+    local ttl
+    --= ms t=ttl us=till-now
+    redis.call("PEXPIRE", KEYS[1], ttl)
   end
 end
 return out

@@ -129,8 +129,10 @@ for j = first, m do
     o = o + 3
   end
 end
-if wrote then -- tat.lua's put, with int.lua's ms
+if wrote then -- tat.lua's put
   --= tat.value
-  redis.call("SET", KEYS[1], v, "PX", math.ceil(ttl / 1000) + 1000)
+  local px
+  --= ms t=px us=ttl
+  redis.call("SET", KEYS[1], v, "PX", px)
 end
 return out
