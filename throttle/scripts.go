@@ -7,6 +7,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// The lean scripts (reserve_tat.lua, reserve_fw.lua, reserve_sw.lua,
+// reserve_sl.lua) are generated from their templates in lua/lean and the
+// fragments of the modules they take their arithmetic from.
+//go:generate go run ./internal/luagen lua
+
 // The bucket scripts are composed from files in lua/: now.lua, prelude.lua
 // and holes.lua, the modules of the policies a call uses (tat.lua, then
 // tb.lua, lb.lua, fw.lua, sl.lua, sw.lua), then the operation's main file

@@ -6,6 +6,11 @@
 --
 -- KEYS: a hash {w, c, W, h = a cooldown's end (µs, 0: none), x = 1 while the
 -- bucket has holes}, expiring when the cursor's window (or the cooldown) ends.
+--
+-- The arithmetic the lean script reserve_fw.lua shares is marked as
+-- fragments (--{ name ... --}; internal/luagen), over local variables: w
+-- and c the cursor, n the tokens of a call, max = Max, W = W, hold the
+-- cooldown's end, cur the window of now.
 
 M.fw = {}
 
@@ -38,22 +43,27 @@ function M.fw.flag(b, on)
 end
 
 function M.fw.tail(b)
-  local e = b.w * b.a2
-  if b.c + b.n > b.a1 then e = e + b.a2 end
+  local w, c, n, max, W, hold = b.w, b.c, b.n, b.a1, b.a2, b.hold
+  --{ fw.tail: e, the earliest instant for n: the cursor's window's start
+  -- if n fits there, else the next one's, not before now or the cooldown's
+  -- end
+  local e = w * W
+  if c + n > max then e = e + W end
   if e < now then e = now end
-  if b.hold > e then e = b.hold end
+  if hold > e then e = hold end
+  --}
   return e
 end
 
 -- commit books n in the window of s: the cursor's (it fits there, or s would
 -- be later) or a later, empty one. The handle is the window.
 function M.fw.commit(b, s)
+  local w, c, n = b.w, b.c, b.n
   local ws = floordiv(s, b.a2)
-  if ws == b.w then
-    b.c = b.c + b.n
-  else
-    b.w, b.c = ws, b.n
-  end
+  --{ fw.book: n booked in window ws, the cursor's or a later one
+  if ws == w then c = c + n else w, c = ws, n end
+  --}
+  b.w, b.c = w, c
   fwput(b)
   return ws
 end
@@ -61,13 +71,17 @@ end
 -- figures: what the current window has left (nothing once bookings went past
 -- it), and the time until a request for Max would be granted at once.
 function M.fw.figures(b)
+  local w, c, cur, max, W, hold = b.w, b.c, b.cur, b.a1, b.a2, b.hold
+  --{ fw.figures: left, what the current window has left, and reset, the
+  -- µs until a call for Max would be granted at once
   local left = 0
-  if b.w == b.cur and b.c < b.a1 then left = b.a1 - b.c end
-  local e = b.w * b.a2
-  if b.c > 0 then e = e + b.a2 end
-  if b.hold > e then e = b.hold end
-  local reset = e - now
+  if w == cur and c < max then left = max - c end
+  local reset = w * W
+  if c > 0 then reset = reset + W end
+  if hold > reset then reset = hold end
+  reset = reset - now
   if reset < 0 then reset = 0 end
+  --}
   return left, reset
 end
 

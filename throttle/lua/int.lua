@@ -1,8 +1,8 @@
 -- int.lua: integer helpers and an adaptive bucket's rate, put after now.lua
 -- before prelude.lua, and before reserve_tat.lua for an adaptive bucket
--- (the other lean scripts, reserve_fw.lua, reserve_sl.lua and
--- reserve_sw.lua, write out what they need of it: each definition here is
--- run on every call of a script that includes it). All quantities are
+-- (whose atrate it calls). The lean scripts write floordiv and ceildiv out
+-- where a fragment calls them (internal/luagen): each definition here is
+-- run on every call of a script that includes it. All quantities are
 -- integer µs, counts or indices below 2^53, so the arithmetic is exact in
 -- Lua's doubles; a token or leaky bucket's times (its TAT, its T) are two
 -- such integers, µs and picoseconds (pico.go). Numbers written into strings
@@ -11,11 +11,21 @@
 -- a/b rounded down and up, for integers (b > 0); the checks guard against a
 -- quotient that rounds onto a whole number.
 local function floordiv(a, b)
-  local q = math.floor(a / b)
+  local q
+  --{ floordiv: q = a/b rounded down
+  q = math.floor(a / b)
   if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+  --}
   return q
 end
-local function ceildiv(a, b) return -floordiv(-a, b) end
+local function ceildiv(a, b)
+  local q
+  --{ ceildiv: q = a/b rounded up
+  q = math.ceil(a / b)
+  if q * b < a then q = q + 1 elseif (q - 1) * b >= a then q = q - 1 end
+  --}
+  return q
+end
 
 -- ms is the TTL in milliseconds of a key whose state matters for us µs more:
 -- that, rounded up, and a second of slack. Redis 7.0.15 was seen to drop a
@@ -27,7 +37,11 @@ local function ceildiv(a, b) return -floordiv(-a, b) end
 -- hold them to it), so the slack costs only memory: an idle key stays a
 -- second longer.
 local function ms(us)
-  return math.ceil(us / 1000) + 1000
+  local t
+  --{ ms: t, the TTL in ms of a key whose state matters for us µs more
+  t = math.ceil(us / 1000) + 1000
+  --}
+  return t
 end
 
 local function fmt(x) return string.format("%.0f", x) end

@@ -12,17 +12,16 @@ M.lb = {
 }
 
 function M.lb.tail(b, maxwait)
-  local ahead = TAT.ahead(b)
-  local gw, gf = pmul(b.a1, b.a4, b.a2 - b.n)
-  local ow, of = pn(b.tw - now - gw, b.tf - gf) -- over: ahead - (capacity - n)·T
-  if ow > 0 or (ow == 0 and of > 0) then
-    if maxwait < 0 or ahead <= maxwait then
-      if of > 0 then ow = ow + 1 end
-      return nil, ow
-    end
-    return nil, ahead
-  end
-  return now + ahead
+  local wait, ew = TAT.ahead(b), TAT.over(b)
+  --{ lb.full: wait is the turn, the TAT's µs after now; n more than the
+  -- bucket holds would take it over its capacity by ew (rounded up): a
+  -- full bucket refuses, with a RetryAfter of ew if the turn is within
+  -- maxwait, else the turn
+  local full = ew > 0
+  if full and (maxwait < 0 or wait <= maxwait) then wait = ew end
+  --}
+  if full then return nil, wait end
+  return now + wait
 end
 
 function M.lb.figures(b)

@@ -13,6 +13,11 @@
 -- Entries dropped to keep Max are at or before e_(k-Max+n) <= t - Window, and
 -- every later grant is at or after t, so no window that can still matter
 -- holds them (rollback keeps that true when it moves the log's end back).
+--
+-- The arithmetic reserve_sl.lua shares is marked as fragments (--{ name
+-- ... --}; internal/luagen), over local variables: key the log, k its
+-- length, last its last entry, max = Max, W = Window, n the tokens of a
+-- call, hold the cooldown's end.
 
 M.sl = {}
 
@@ -39,13 +44,19 @@ function M.sl.trim(b)
     b.k, b.last = 0, nil
     return
   end
-  local function old(i) return tonumber(redis.call("LINDEX", b.key, i)) <= edge end
-  local lo, hi = 0, 1 -- old(lo); the first entry after the edge is in (lo, hi]
-  while old(hi) do lo, hi = hi, math.min(hi * 2, b.k - 1) end
+  local key, k, lo, hi = b.key, b.k, 0, 1
+  --{ sl.edge: hi, the index of the first entry after edge, which is in
+  -- (lo, hi] (the entry at lo is at or before edge, the last one after
+  -- it): hi moves out twice as far each time, then the span halves
+  while tonumber(redis.call("LINDEX", key, hi)) <= edge do
+    lo, hi = hi, hi * 2
+    if hi > k - 1 then hi = k - 1 end
+  end
   while hi - lo > 1 do
     local mid = math.floor((lo + hi) / 2)
-    if old(mid) then lo = mid else hi = mid end
+    if tonumber(redis.call("LINDEX", key, mid)) <= edge then lo = mid else hi = mid end
   end
+  --}
   redis.call("LTRIM", b.key, hi, -1)
   b.k = b.k - hi
 end
@@ -53,44 +64,63 @@ end
 function M.sl.flag(b, on) b.h = on end
 
 function M.sl.tail(b)
+  local key, k, last, max, W, n, hold = b.key, b.k, b.last, b.a1, b.a2, b.n, b.hold
+  --{ sl.tail: t, the earliest time for n
   local t = now
-  if b.k > 0 then
-    if b.last > t then t = b.last end
-    local i = b.k - b.a1 + b.n
+  if k > 0 then
+    if last > t then t = last end
+    local i = k - max + n
     if i >= 1 then
-      local due = tonumber(redis.call("LINDEX", b.key, i - 1)) + b.a2
+      local due = tonumber(redis.call("LINDEX", key, i - 1)) + W
       if due > t then t = due end
     end
   end
-  if b.hold > t then t = b.hold end
+  if hold > t then t = hold end
+  --}
   return t
 end
 
--- push puts c copies of v on the log's end (front if left), in chunks below
--- Lua's unpack limit.
-local function push(key, c, v, left)
-  local cmd = "RPUSH"
-  if left then cmd = "LPUSH" end
+-- pushfront puts c copies of v at the log's front, in chunks below Lua's
+-- unpack limit.
+local function pushfront(key, c, v)
   while c > 0 do
     local chunk = {}
     for j = 1, math.min(c, 1000) do chunk[j] = v end
-    redis.call(cmd, key, unpack(chunk))
+    redis.call("LPUSH", key, unpack(chunk))
     c = c - #chunk
   end
 end
 
 function M.sl.commit(b, s)
-  push(b.key, b.n, s)
-  b.k = b.k + b.n
-  if b.k > b.a1 then
-    redis.call("LTRIM", b.key, b.k - b.a1, -1)
-    b.k = b.a1
+  local key, n, t, W, k = b.key, b.n, s, b.a2, nil
+  --{ sl.push: n entries at t on the log's end, in chunks below Lua's
+  -- unpack limit; k, its length after
+  if n == 1 then
+    k = redis.call("RPUSH", key, t)
+  else
+    local c = n
+    while c > 0 do
+      local chunk = {}
+      for x = 1, math.min(c, 1000) do chunk[x] = t end
+      k = redis.call("RPUSH", key, unpack(chunk))
+      c = c - #chunk
+    end
   end
-  b.last = s
-  -- the TTL covers every grant in s's period of min(Window, 1 s), so that
-  -- reserve_sl.lua sets it only when a grant lands in a later period
-  local g = math.min(b.a2, 1000000)
-  expire(b, ms(s - s % g + g + b.a2 - now))
+  --}
+  if k > b.a1 then
+    redis.call("LTRIM", key, k - b.a1, -1)
+    k = b.a1
+  end
+  b.k, b.last = k, t
+  --{ sl.till: till, when the log may expire after a grant at t: the TTL
+  -- covers every grant in t's period of min(Window, 1 s) (from p on), so
+  -- that reserve_sl.lua sets it only when a grant lands in a later period
+  local g = W
+  if g > 1000000 then g = 1000000 end
+  local p = t - t % g
+  local till = p + g + W
+  --}
+  expire(b, ms(till - now))
   return s
 end
 
@@ -98,12 +128,17 @@ end
 -- ahead), and the µs until the last entry leaves the window. After trim every
 -- entry is in (now - Window, now] once none lies ahead.
 function M.sl.figures(b)
-  if b.k == 0 then return b.a1, 0 end
-  local reset = b.last + b.a2 - now
-  if reset < 0 then reset = 0 end
-  if b.last > now then return 0, reset end
-  local left = b.a1 - b.k
-  if left < 0 then left = 0 end
+  local k, last, max, W = b.k, b.last, b.a1, b.a2
+  --{ sl.figures: left and reset for a log of k entries in the window
+  local left, reset = max, 0
+  if k > 0 then
+    reset = last + W - now
+    if reset < 0 then reset = 0 end
+    left = 0
+    if last <= now then left = max - k end
+    if left < 0 then left = 0 end
+  end
+  --}
   return left, reset
 end
 
@@ -126,7 +161,7 @@ function M.sl.rollback(b, n, t)
   if m == 0 then return end
   local pad = first
   if tail and t - b.a2 < pad then pad = t - b.a2 end
-  push(b.key, m, pad, true)
+  pushfront(b.key, m, pad)
   b.last = tonumber(redis.call("LINDEX", b.key, -1))
   if b.last + b.a2 <= now then
     redis.call("DEL", b.key)

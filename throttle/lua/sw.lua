@@ -15,6 +15,10 @@
 -- d = count[b-S+1]}, expiring at the end of slot b+S. Every write of counts
 -- or b writes the summary with them (a hash without one is served by the
 -- slow path, which writes it).
+--
+-- The arithmetic reserve_sw.lua shares is marked as fragments (--{ name
+-- ... --}; internal/luagen), over local variables: max = Max, L and S, n
+-- the tokens of a call, hold the cooldown's end.
 
 M.sw = {}
 
@@ -47,13 +51,17 @@ local function at(b, j) return b.count[j] or 0 end
 -- summary appends the fields s, o, c and d (above) for the latest booked slot
 -- bb to the HSET arguments args.
 local function summary(b, bb, args)
-  local s = 0
-  for j, c in pairs(b.count) do
-    if j > bb - b.a3 and j <= bb then s = s + c end
+  local count, S = b.count, b.a3
+  --{ sw.summary: the fields s, o, c and d for the latest booked slot bb,
+  -- appended to the HSET arguments args; count holds the counts by slot
+  local sum = 0
+  for i, x in pairs(count) do
+    if i > bb - S and i <= bb then sum = sum + x end
   end
-  local i = #args
-  args[i + 1], args[i + 2], args[i + 3], args[i + 4] = "s", s, "o", at(b, bb - b.a3)
-  args[i + 5], args[i + 6], args[i + 7], args[i + 8] = "c", at(b, bb), "d", at(b, bb - b.a3 + 1)
+  local a = #args
+  args[a + 1], args[a + 2], args[a + 3], args[a + 4] = "s", sum, "o", count[bb - S] or 0
+  args[a + 5], args[a + 6], args[a + 7], args[a + 8] = "c", count[bb] or 0, "d", count[bb - S + 1] or 0
+  --}
   return args
 end
 
@@ -80,28 +88,37 @@ function M.sw.flag(b, on)
 end
 
 function M.sw.tail(b)
-  local L, S = b.a2, b.a3
+  local L, S, max, n, bb, hold = b.a2, b.a3, b.a1, b.n, b.b, b.hold
+  --{ sw.lower: lower, the earliest instant a call may book: now, not
+  -- before the latest booked slot bb (if any) starts or the cooldown ends
   local lower = now
-  if b.b and b.b * L > lower then lower = b.b * L end
-  if b.hold > lower then lower = b.hold end
-  local j0 = floordiv(lower, L)
-  local j, full = j0, 0
+  if bb and bb * L > lower then lower = bb * L end
+  if hold > lower then lower = hold end
+  --}
+  local j = floordiv(lower, L)
+  local full, off, e = 0, lower - j * L, nil
   for i, c in pairs(b.count) do
     if i > j - S and i <= j then full = full + c end
   end
   while true do
-    local old, r = at(b, j - S), b.a1 - b.n - full
+    local old = at(b, j - S)
+    --{ sw.fit: e, the earliest instant in slot j, off or more µs into it,
+    -- where n fits (nil if none): full counts slots j-S+1 .. j and old
+    -- slot j-S, which weighs by how much of it the window still covers
+    local r = max - n - full
+    e = nil
     if r >= 0 then
-      local off = 0
-      if j == j0 then off = lower - j * L end
       if old > r then
-        local o = ceildiv(L * (old - r), old)
-        if o > off then off = o end
+        local x = L * (old - r)
+        local q = ceildiv(x, old)
+        if q > off then off = q end
       end
-      if off < L then return j * L + off end
+      if off < L then e = j * L + off end
     end
+    --}
+    if e then return e end
     full = full + at(b, j + 1) - at(b, j - S + 1)
-    j = j + 1
+    j, off = j + 1, 0
   end
 end
 
@@ -128,24 +145,36 @@ end
 -- bookings), and the µs until a request for Max would be granted at once.
 function M.sw.figures(b)
   if not b.b then return b.a1, 0 end
-  local L, S = b.a2, b.a3
-  local left = 0
-  local s = floordiv(now, L)
-  if b.b <= s then
-    local f = 0
+  local L, S, max, hold = b.a2, b.a3, b.a1, b.hold
+  local left, reset, cur, top = 0, 0, floordiv(now, L), -1
+  if b.b <= cur then
+    local full = 0
     for i, c in pairs(b.count) do
-      if i > s - S and i <= s then f = f + c end
+      if i > cur - S and i <= cur then full = full + c end
     end
-    left = b.a1 - f - ceildiv(at(b, s - S) * (L - (now - s * L)), L)
+    local old = at(b, cur - S)
+    --{ sw.left: left, what a call could have at once in now's slot cur:
+    -- full counts slots cur-S+1 .. cur and old slot cur-S
+    local x = old * (L - (now - cur * L))
+    local q = ceildiv(x, L)
+    left = max - full - q
     if left < 0 then left = 0 end
+    --}
   end
-  local e = b.b * L
   for i in pairs(b.count) do
-    if (i + S + 1) * L > e then e = (i + S + 1) * L end
+    if i > top then top = i end
   end
-  if b.hold > e then e = b.hold end
-  local reset = e - now
+  local bb = b.b
+  --{ sw.reset: reset, the µs until a call for Max would be granted at
+  -- once: when slot top, the latest with a count (-1: none), has left the
+  -- window, not before the latest booked slot bb starts or the cooldown
+  -- ends
+  local till = bb * L
+  if top >= 0 and (top + S + 1) * L > till then till = (top + S + 1) * L end
+  if hold > till then till = hold end
+  reset = till - now
   if reset < 0 then reset = 0 end
+  --}
   return left, reset
 end
 

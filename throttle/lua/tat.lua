@@ -9,18 +9,26 @@
 -- it means an idle (full) bucket, and the key is deleted; otherwise it
 -- expires at the TAT. a1 and a4 are T, the time per token: µs and
 -- picoseconds.
+--
+-- The arithmetic the lean script reserve_tat.lua shares is marked as
+-- fragments (--{ name ... --}; internal/luagen): Lua over local variables,
+-- tw and tf the TAT, Tw and Tf its T, burst its size (a leaky bucket's
+-- capacity), n the tokens of a call.
 
 local TAT = {}
 
 -- TAT.parse reads a key's value: whether the bucket has holes, and the TAT
--- (nil for a value of another form). reserve_tat.lua reads it the same way.
+-- (nil for a value of another form).
 function TAT.parse(v)
+  --{ tat.parse: the value v as w µs and f picoseconds, w nil (or f) for a
+  -- value of another form and negative while the bucket has holes
   local w, f = nil, 0
   if string.byte(v, -7) == 46 then -- "W.FFFFFF"
     w, f = tonumber(string.sub(v, 1, -8)), tonumber(string.sub(v, -6))
   else
     w = tonumber(v)
   end
+  --}
   if not (w and f) then return false, nil, nil end
   if w < 0 then return true, -w, f end
   return false, w, f
@@ -37,20 +45,74 @@ end
 
 -- TAT.ahead is the TAT's µs after now, rounded up: a slot's wait.
 function TAT.ahead(b)
-  if b.tf > 0 then return b.tw + 1 - now end
-  return b.tw - now
+  local tw, tf, ahead = b.tw, b.tf, nil
+  --{ tat.ahead
+  ahead = tw - now
+  if tf > 0 then ahead = ahead + 1 end
+  --}
+  return ahead
+end
+
+-- TAT.times is g = (burst - n)·T and s = n·T, each µs and picoseconds: a
+-- call for n waits for ahead - g, if positive (a token bucket), or finds
+-- the bucket over its capacity by as much (a leaky one); a grant moves the
+-- TAT on by s.
+function TAT.times(b, n)
+  local Tw, Tf, burst = b.a1, b.a4, b.a2
+  --{ tat.times: every picosecond sum here stays below 2^50, where
+  -- floor(x/Q) is exact (int.lua)
+  local gw, gf, sw, sf = (burst - n) * Tw, 0, n * Tw, 0
+  if Tf > 0 then
+    gf, sf = (burst - n) * Tf, n * Tf
+    gw, sw = gw + math.floor(gf / Q), sw + math.floor(sf / Q)
+    gf, sf = gf % Q, sf % Q
+  end
+  --}
+  return gw, gf, sw, sf
+end
+
+-- TAT.over is ahead - g for b.n (TAT.times), rounded up to a whole µs.
+function TAT.over(b)
+  local tw, tf = b.tw, b.tf
+  local gw, gf = TAT.times(b, b.n)
+  --{ tat.over: ew = ahead - g, rounded up
+  local ew, ef = tw - now - gw, tf - gf
+  if ef < 0 then ew, ef = ew - 1, ef + Q end
+  if ef > 0 then ew = ew + 1 end
+  --}
+  return ew
 end
 
 -- left is what a bucket of size tokens holds: size - ceil(ahead/T), at
 -- least 0 (for a token bucket, floor((burst·T - ahead)/T)).
 function TAT.left(b, size)
-  local aw, af = b.tw - now, b.tf
-  local sw, sf = pmul(b.a1, b.a4, size)
-  if aw > sw or (aw == sw and af >= sf) then return 0 end
-  local c = pdiv(aw, af, b.a1, b.a4)
-  local cw, cf = pmul(b.a1, b.a4, c)
-  if cw ~= aw or cf ~= af then c = c + 1 end
-  return size - c
+  local tw, tf, Tw, Tf, burst = b.tw, b.tf, b.a1, b.a4, size
+  --{ tat.count: c = ceil(ahead/T), the tokens the bucket holds, or burst
+  -- if it holds as many; left, what it could grant at once, is burst - c.
+  -- The quotient is estimated in floats, whose error stays under 1e-5
+  -- below 2^31, and settled by exact products when it is that close to a
+  -- whole number.
+  local aw = tw - now
+  local x = (aw + tf / Q) / (Tw + Tf / Q)
+  local c = burst
+  if x < burst + 1 then
+    c = math.ceil(x)
+    if c - x < 1e-5 or c - x > 1 - 1e-5 then
+      local pf = c * Tf
+      local pw = c * Tw + math.floor(pf / Q)
+      pf = pf % Q
+      if pw < aw or (pw == aw and pf < tf) then -- c·T < ahead
+        c = c + 1
+      else
+        pw, pf = pw - Tw, pf - Tf
+        if pf < 0 then pw, pf = pw - 1, pf + Q end
+        if pw > aw or (pw == aw and pf >= tf) then c = c - 1 end -- (c-1)·T >= ahead
+      end
+    end
+    if c > burst then c = burst end
+  end
+  --}
+  return burst - c
 end
 
 function TAT.put(b)
@@ -58,14 +120,16 @@ function TAT.put(b)
     redis.call("DEL", b.key)
     return
   end
-  local v = b.tw -- a number below 2^53: Redis writes all its digits
-  if b.tf > 0 then
-    v = string.format("%.0f.%06d", b.tw, b.tf)
-    if b.h then v = "-" .. v end
-  elseif b.h then
-    v = -v
+  local tw, tf = b.tw, b.tf
+  --{ tat.value: v, the key's value for the TAT, and ttl, the µs it
+  -- matters for (ahead, rounded up)
+  local ttl, v = tw - now, tw -- a number below 2^53: Redis writes all its digits
+  if tf > 0 then ttl, v = ttl + 1, string.format("%.0f.%06d", tw, tf) end
+  --}
+  if b.h then
+    if tf > 0 then v = "-" .. v else v = -v end
   end
-  local ttl = ms(TAT.ahead(b))
+  ttl = ms(ttl)
   redis.call("SET", b.key, v, "PX", ttl)
   if b.h then redis.call("PEXPIRE", b.hkey, ttl) end
 end
@@ -78,15 +142,20 @@ function TAT.flag(b, on)
 end
 
 -- after is the TAT a booking of n at slot s leaves, from the TAT before it
--- (w, f): n·T from the later of that and the earliest instant that rounds
+-- (tw, tf): n·T from the later of that and the earliest instant that rounds
 -- up to s (s - 1 µs + 1 ps). A turn taken later than the bucket alone
 -- needed (another bucket of the call was slower) is so counted where it is
 -- used, and a bucket alone never loses the part of a µs its slot was
 -- rounded up by.
-local function tatafter(b, w, f, s, n)
-  if w < s - 1 or (w == s - 1 and f < 1) then w, f = s - 1, 1 end
-  local nw, nf = pmul(b.a1, b.a4, n)
-  return pn(w + nw, f + nf)
+local function tatafter(b, tw, tf, s, n)
+  local _, _, sw, sf = TAT.times(b, n)
+  --{ tat.after: the TAT (tw, tf) after a booking at s that moves it on by
+  -- (sw, sf)
+  if tw < s - 1 or (tw == s - 1 and tf < 1) then tw, tf = s - 1, 1 end
+  tf = tf + sf
+  if tf >= Q then tw, tf = tw + sw + 1, tf - Q else tw = tw + sw end
+  --}
+  return tw, tf
 end
 
 -- commit books n at s. The handle is the TAT before (two integers), so that

@@ -23,11 +23,9 @@ end
 
 -- tail: the TAT less (burst - n)·T, rounded up to a slot, not before now.
 function M.tb.tail(b)
-  local gw, gf = pmul(b.a1, b.a4, b.a2 - b.n)
-  local w, f = pn(b.tw - gw, b.tf - gf)
-  if f > 0 then w = w + 1 end
-  if w < now then w = now end
-  return w
+  local ew = TAT.over(b)
+  if ew > 0 then return now + ew end
+  return now
 end
 
 function M.tb.figures(b)
