@@ -30,9 +30,9 @@ end
 -- ms is the TTL in milliseconds of a key whose state matters for us µs more:
 -- that, rounded up, and a second of slack. Redis 7.0.15 was seen to drop a
 -- key a script had just given a TTL of 1 ms before the same script read it
--- again (12 in 80,000 calls beside two busy loops on 2 cores; none at 2 ms):
--- it seems to count such a TTL from a time read before the script's frozen
--- clock, so a preempted server loses that much of it. A key that outlives its
+-- again when the server was busy (never one of 2 ms): it seems to count such
+-- a TTL from a time read before the script's frozen clock, so a preempted
+-- server loses that much of it. A key that outlives its
 -- state reads as stale, which every module treats as none (the lockstep tests
 -- hold them to it), so the slack costs only memory: an idle key stays a
 -- second longer.
