@@ -70,6 +70,19 @@ func (c *Client) Requeue(ctx context.Context, t *asynq.Task, delay time.Duration
 	return c.RequeueTicket(ctx, t, delay, slot, "")
 }
 
+// CopyID is the task id of the copy Requeue makes of the task with id id and
+// these headers: the chain's origin id, "~", and the requeue count the copy
+// will carry. A task asynq delivers again (its worker lost, or a handler
+// failed after sending it back) can look it up to learn that it was sent back
+// already.
+func (m Meta) CopyID(id string) string {
+	origin := m.Origin
+	if origin == "" {
+		origin = id
+	}
+	return origin + "~" + strconv.Itoa(m.Requeues+1)
+}
+
 // RequeueTicket is Requeue for a job that holds a ticket: the id of a turn
 // booked for it in the limiter's store (throttle.Limiter.IssueTicket), due
 // at slot. The copy carries the id in [HeaderTicket] and slot in
@@ -92,6 +105,7 @@ func (c *Client) RequeueTicket(ctx context.Context, t *asynq.Task, delay time.Du
 	// A malformed sluice header counts as absent, never as a reason to lose
 	// the job: its field stays zero and writeTo below leaves it out of the copy.
 	m, _ := MetaOf(t)
+	copyID := m.CopyID(id)
 	if m.Origin == "" {
 		m.Origin = id
 	}
@@ -119,7 +133,7 @@ func (c *Client) RequeueTicket(ctx context.Context, t *asynq.Task, delay time.Du
 		asynq.Queue(qname),
 		asynq.MaxRetry(budget),
 		asynq.ProcessIn(max(delay, 0)),
-		asynq.TaskID(m.Origin + "~" + strconv.Itoa(m.Requeues)),
+		asynq.TaskID(copyID),
 	}
 	if m.Timeout > 0 {
 		opts = append(opts, asynq.Timeout(m.Timeout))

@@ -28,6 +28,21 @@ const (
 	maxLead = time.Second
 )
 
+// superseded reports whether job j, handed over again by asynq (retried: its
+// worker was lost with it, or its handler failed), was sent back already: the
+// copy sendBack made of it (queue.Meta.CopyID) is on its queue, or kept among
+// the completed tasks for queue.CopyRetention. A worker killed after sending
+// a job back and before asynq heard the job was done leaves both; run again
+// here, the job would run twice. Any error reads as no copy: the job runs
+// (at least once, never lost).
+func (p *Pool) superseded(ctx context.Context, j *job) bool {
+	if j.retried == 0 {
+		return false
+	}
+	n, err := p.rdb.Exists(ctx, taskKey(j.queue, j.meta.CopyID(j.id))).Result()
+	return err == nil && n == 1
+}
+
 // backoffPolicy paces come-backs that have no time of their own: an upstream
 // refusal without Retry-After, a limiter store that is down, a bare
 // queue.ErrThrottled.

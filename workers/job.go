@@ -24,7 +24,9 @@ import (
 // every task in one place (handleFailedMessage: retry or archive).
 //
 //	step         when                                           fate
-//	dequeued     an unthrottled type                            run
+//	dequeued     sent back already (asynq hands it over again:
+//	             a worker lost with it, its copy made)          copied
+//	             an unthrottled type                            run
 //	             no bucket key can be derived from the task     archive
 //	             it holds a ticket                              redeem
 //	             otherwise                                      take a turn
@@ -104,6 +106,7 @@ const (
 	toFailed  // the handler failed: asynq retries the job, or archives it
 	toGone    // its context ended: asynq has the job already
 	toBack    // back to its queue, to come back after delay
+	toCopied  // sent back already: its copy carries the job (superseded)
 	toArchive // archived by the pool
 )
 
@@ -147,7 +150,9 @@ func (p *Pool) process(ctx context.Context, task *asynq.Task) error {
 	ctx = context.WithValue(ctx, noteKey{}, &j.note)
 	ctx = context.WithValue(ctx, grantedKey{}, &j.granted)
 	f := runAt(time.Time{})
-	if j.pol != nil {
+	if p.superseded(ctx, j) {
+		f = fate{next: toCopied}
+	} else if j.pol != nil {
 		defer p.letGo(ctx, j)
 		f = p.begin(ctx, j)
 	}
@@ -706,6 +711,9 @@ func (p *Pool) settle(ctx context.Context, j *job, f fate) error {
 		return nil
 	case toBack:
 		return p.sendBack(ctx, j, f.delay, f.slot, f.why)
+	case toCopied:
+		j.logger().Info("workers: dropping a job asynq handed over again: it was sent back before, and its copy carries it")
+		return nil
 	case toGone:
 		p.outcome(ctx, j.rt, outFailed)
 		return f.err

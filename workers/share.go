@@ -59,11 +59,17 @@ var frontLua string
 
 var frontScript = redis.NewScript(frontLua)
 
+// queuePrefix is what asynq v0.26's keys of queue qname begin with.
+func queuePrefix(qname string) string { return "asynq:{" + qname + "}:" }
+
+// taskKey is the hash in which asynq v0.26 keeps task id of queue qname.
+func taskKey(qname, id string) string { return queuePrefix(qname) + "t:" + id }
+
 // front moves task id of queue qname from scheduled to the front of pending,
 // in asynq v0.26's key layout; false if it was not scheduled.
 func front(ctx context.Context, rdb redis.UniversalClient, qname, id string) (bool, error) {
-	prefix := "asynq:{" + qname + "}:"
-	n, err := frontScript.Run(ctx, rdb, []string{prefix + "t:" + id, prefix + "pending", prefix + "scheduled"},
+	prefix := queuePrefix(qname)
+	n, err := frontScript.Run(ctx, rdb, []string{taskKey(qname, id), prefix + "pending", prefix + "scheduled"},
 		id, time.Now().UnixNano()).Int()
 	return n == 1, err
 }

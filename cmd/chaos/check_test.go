@@ -177,3 +177,18 @@ func TestCheckPauses(t *testing.T) {
 	assert.Equal(t, []string{"breach", "cooled"}, ids)
 	assert.Equal(t, 1, others, "globex's request during acme's Retry-After")
 }
+
+// A job that ran and still has a live task would run again, unless that
+// task's send-back copy is on the queue too (the pool drops such a task when
+// asynq hands it over again).
+func TestRerunLeft(t *testing.T) {
+	copyOf := map[string]string{"sluice-origin": "j", "sluice-requeues": "1"}
+	assert.False(t, rerunLeft([]task{{ID: "j", State: "completed"}, {ID: "j~1", State: "completed"}}), "all done")
+	assert.True(t, rerunLeft([]task{{ID: "j", State: "active"}}), "a live task with no copy runs again")
+	assert.False(t, rerunLeft([]task{{ID: "j", State: "active"}, {ID: "j~1", State: "completed"}}),
+		"the original's copy ran: the original is dropped when it comes back")
+	assert.True(t, rerunLeft([]task{{ID: "j", State: "completed"}, {ID: "j~1", State: "active", Headers: copyOf}}),
+		"a live copy with no copy of its own runs again")
+	assert.False(t, rerunLeft([]task{{ID: "j~1", State: "retry", Headers: copyOf}, {ID: "j~2", State: "completed"}}),
+		"a copy's own copy ran")
+}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/sluicehq/sluice/queue"
+
 	"github.com/sluicehq/sluice/internal/httpjob"
 )
 
@@ -90,7 +92,7 @@ func (rep *report) flightBreaches() int {
 func (r *runState) report() (*report, error) {
 	rs := r.up.Requests()
 	enq := r.enq.Enqueued()
-	present, archived, err := r.queueStates()
+	present, tasks, archived, err := r.queueStates()
 	if err != nil {
 		return nil, fmt.Errorf("read the queue at the end: %w", err)
 	}
@@ -123,11 +125,7 @@ func (r *runState) report() (*report, error) {
 	for id := range enq {
 		st := present[id]
 		if ran[id] {
-			for _, s := range st {
-				if s != "archived" && s != "completed" {
-					queued[id] = true
-				}
-			}
+			queued[id] = rerunLeft(tasks[id])
 			continue
 		}
 		if len(st) == 0 {
@@ -164,10 +162,11 @@ func (r *runState) report() (*report, error) {
 	return rep, nil
 }
 
-// queueStates lists every task in the queue, in every state, by job id; and
-// the archived ones with their last error.
-func (r *runState) queueStates() (map[string][]string, []archivedJob, error) {
+// queueStates lists every task in the queue, in every state, by job id
+// (their states, and the tasks); and the archived ones with their last error.
+func (r *runState) queueStates() (map[string][]string, map[string][]task, []archivedJob, error) {
 	present := make(map[string][]string)
+	tasks := make(map[string][]task)
 	var archived []archivedJob
 	for _, l := range []struct {
 		state string
@@ -183,11 +182,12 @@ func (r *runState) queueStates() (map[string][]string, []archivedJob, error) {
 				break
 			}
 			if err != nil {
-				return nil, nil, fmt.Errorf("list %s tasks: %w", l.state, err)
+				return nil, nil, nil, fmt.Errorf("list %s tasks: %w", l.state, err)
 			}
 			for _, t := range ts {
 				id := jobIDOf(t.Payload)
 				present[id] = append(present[id], l.state)
+				tasks[id] = append(tasks[id], task{ID: t.ID, State: l.state, Headers: t.Headers})
 				if l.state == "archived" {
 					archived = append(archived, archivedJob{ID: id, LastErr: t.LastErr})
 				}
@@ -198,7 +198,36 @@ func (r *runState) queueStates() (map[string][]string, []archivedJob, error) {
 		}
 	}
 	sort.Slice(archived, func(i, j int) bool { return archived[i].ID < archived[j].ID })
-	return present, archived, nil
+	return present, tasks, archived, nil
+}
+
+// task is one task of a job in the queue at the end.
+type task struct {
+	ID, State string
+	Headers   map[string]string
+}
+
+// rerunLeft reports whether a job that ran has a task still live in the
+// queue that would run it again: live, and not superseded. A task whose
+// send-back copy (queue.Meta.CopyID) is among the job's tasks is superseded:
+// its worker was stopped or killed between making the copy and asynq hearing
+// the task was done, and when asynq hands it over again the pool drops it
+// (workers: superseded) instead of running it.
+func rerunLeft(ts []task) bool {
+	ids := make(map[string]bool, len(ts))
+	for _, t := range ts {
+		ids[t.ID] = true
+	}
+	for _, t := range ts {
+		if t.State == "archived" || t.State == "completed" {
+			continue
+		}
+		m, _ := queue.MetaOf(asynq.NewTaskWithHeaders("", nil, t.Headers))
+		if !ids[m.CopyID(t.ID)] {
+			return true
+		}
+	}
+	return false
 }
 
 // jobIDOf is the job id in an http:request payload's URL, or the payload
