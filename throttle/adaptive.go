@@ -151,14 +151,7 @@ func (l *Limiter) adapt(ctx context.Context, key string, a Adaptive, o adaptOp) 
 	if err := a.Validate(); err != nil {
 		return AdaptState{}, err
 	}
-	var st AdaptState
-	_, local, _, err := l.storeCall(ctx, "adapt", func() (err error) {
-		st, err = l.store.adapt(ctx, l.cfg.prefix, key, o)
-		return err
-	})
-	if local { // the store is down under FailLocal: the ceiling, this process's share
-		return AdaptState{Rate: a.Ceiling.Rate, Reason: adaptCeiling}, nil
-	}
+	st, err := l.seam.adapt(ctx, l.cfg.prefix, key, o)
 	if err != nil {
 		return AdaptState{Rate: a.Ceiling.Rate, Reason: adaptCeiling}, fmt.Errorf("throttle: adaptive %s: %w", key, err)
 	}

@@ -12,18 +12,18 @@ import (
 // arithmetic (tbModule's tail, commit and figures, lua/tb.lua), held to it
 // by the conformance and lockstep tests, which run through it.
 
-// tryMemory is TryAcquire of n from key under p on l's MemoryStore. done is
-// false when the general path must answer: an invalid call (whose error it
-// words), FailLocal, or a bucket with holes.
-func (l *Limiter) tryMemory(ctx context.Context, key string, p Limit, n int) (res Result, done bool) {
-	if l.err != nil || l.fb != nil || key == "" || len(key) > MaxKeyLen || n < 1 || n > p.Burst {
+// tryQuick is TryAcquire of n from key under p on l's quick store (stack
+// chose it). done is false when the general path must answer: an invalid
+// call (whose error it words), or a bucket with holes.
+func (l *Limiter) tryQuick(ctx context.Context, key string, p Limit, n int) (res Result, done bool) {
+	if key == "" || len(key) > MaxKeyLen || n < 1 || n > p.Burst {
 		return Result{}, false
 	}
 	t, ok := l.interval(p)
 	if !ok {
 		return Result{}, false
 	}
-	d, ok := l.mem.tryLimit(l.cfg.prefix, key, t, int64(p.Burst), n)
+	d, ok := l.quick.tryLimit(l.cfg.prefix, key, t, int64(p.Burst), n)
 	if !ok {
 		return Result{}, false
 	}
