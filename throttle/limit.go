@@ -118,7 +118,15 @@ func (l Limit) share(hosts int) algo {
 }
 
 func (l Limit) open(st memState, now, cool int64) module {
-	return &tbModule{tatModule: openTAT(st, now, l.pace(), cool), burst: int64(l.Burst)}
+	m := openTB(st, now, l.pace(), int64(l.Burst), cool)
+	return &m
+}
+
+// openTB is the token bucket of T t and burst over state st at now: the
+// one Go token bucket, which the general path takes as a module (Limit.open)
+// and the memory store's quick path calls as it is (memory_fast.go).
+func openTB(st memState, now int64, t pico, burst, cool int64) tbModule {
+	return tbModule{tatModule: openTAT(st, now, t, cool), burst: burst}
 }
 
 // tbModule is lua/tb.lua in Go.
@@ -132,9 +140,7 @@ func (m *tbModule) tail(now int64, n int, _ int64) (int64, bool, int64) {
 	return max(now, m.tat.sub(m.t.times(m.burst-int64(n))).ceil()), true, 0
 }
 
-func (m *tbModule) figures(now int64) (int, int64) {
-	return int(left(m.tat.sub(whole(now)), m.t, m.burst)), m.tat.ceil() - now
-}
+func (m *tbModule) figures(now int64) (int, int64) { return m.figuresOf(now, m.burst) }
 
 // left is what a bucket of size tokens of T holds when its TAT is ahead of
 // now: size − ⌈ahead/T⌉, at least 0 (for a token bucket that is

@@ -6,11 +6,11 @@ import (
 	"time"
 )
 
-// The memory store's fast path: TryAcquire of a Limit on a bucket without
+// The memory store's quick path: TryAcquire of a Limit on a bucket without
 // holes, the common case of a program that limits in process, with no
-// request, module, interface or allocation. It is the general path's
-// arithmetic (tbModule's tail, commit and figures, lua/tb.lua), held to it
-// by the conformance and lockstep tests, which run through it.
+// request, interface or allocation. It is the general path's token bucket
+// (openTB: tbModule's tail, commit and figures, lua/tb.lua), called as a
+// value rather than as a module.
 
 // tryQuick is TryAcquire of n from key under p on l's quick store (stack
 // chose it). done is false when the general path must answer: an invalid
@@ -67,42 +67,35 @@ func (m *MemoryStore) tryLimit(prefix, key string, t pico, burst int64, n int) (
 	now := m.nowMicros()
 	k := memKey{prefix: prefix, name: key, kind: kindTB}
 	e := s.entries[k]
-	var st *tatState
+	var st memState
 	if e != nil {
 		if len(e.hs.list) > 0 {
 			return decision{}, false
 		}
-		if e.st != nil {
-			if st, ok = e.st.(*tatState); !ok {
-				return decision{}, false
-			}
+		if _, isTAT := e.st.(*tatState); e.st != nil && !isTAT {
+			return decision{}, false
 		}
+		st = e.st
 	}
-	tat := whole(now)
-	if st != nil {
-		tat = maxPico(st.tat, tat)
-	}
+	// No cooldown: what one did is in the TAT already (tbModule.hold), and
+	// only a rollback, which a call that never waits does not make, reads it.
+	tb := openTB(st, now, t, burst, 0)
 	d.now = now
-	if e0 := tat.sub(t.times(burst - int64(n))).ceil(); e0 > now {
+	if e0, _, _ := tb.tail(now, n, 0); e0 > now {
 		d.wait = e0 - now
 	} else {
-		// the slot is now, and the TAT at or after it: the booking counts
-		// from the TAT (tatModule.commit)
-		d.granted, d.handle = true, tat
-		tat = tat.add(t.times(int64(n)))
+		d.granted, d.handle = true, tb.commit(now, now, n)
+		st, _ = tb.save()
 		switch {
-		case st != nil:
-			st.tat = tat
 		case e != nil:
-			e.st = &tatState{tat: tat}
+			e.st = st
 		default:
-			ne := &memEntry{st: &tatState{tat: tat}}
+			ne := &memEntry{st: st}
 			s.sweep(now)
 			s.entries[k] = ne
 		}
 	}
-	d.remaining = int(left(tat.sub(whole(now)), t, burst))
-	d.reset = tat.ceil() - now
+	d.remaining, d.reset = tb.figures(now)
 	return d, true
 }
 

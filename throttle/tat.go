@@ -65,6 +65,13 @@ func (m *tatModule) rollbackTo(self module, handle, floor pico, hs *holes) {
 
 func (m *tatModule) release(int64, int, pico) {}
 
+// figuresOf is a TAT bucket's figures for a size of size tokens (a token
+// bucket's burst, a leaky bucket's capacity): what is left of it at now,
+// and µs until it has caught up with everything booked.
+func (m *tatModule) figuresOf(now, size int64) (int, int64) {
+	return int(left(m.tat.sub(whole(now)), m.t, size)), m.tat.ceil() - now
+}
+
 func (m *tatModule) holeTill(at int64) int64 { return at + 1 }
 
 // flag: the TAT a Lua flag write puts back reads as this one.
