@@ -13,8 +13,9 @@ import (
 // several buckets at once, all or nothing.
 //
 // A Limiter holds no bucket state of its own, except the local buckets of
-// FailLocal, and starts no goroutines (but see Hold); it is safe for concurrent use, and cheap
-// enough to share one per process.
+// FailLocal and what it last read of adaptive buckets (AdaptiveLimit), and
+// starts no goroutines (but see Hold); it is safe for concurrent use, and
+// cheap enough to share one per process.
 type Limiter struct {
 	store Store // as given: what it can do beyond Store (tickets, holds) is asked of it
 	cfg   config
@@ -23,6 +24,8 @@ type Limiter struct {
 	seam  seam                      // the store in the layers NewLimiter chose (stack): what every call goes through
 	quick quickStore                // TryAcquire of a Limit without the seam, if stack allows it (memory_fast.go)
 	memo  atomic.Pointer[limitMemo] // the last Limit the quick path checked, with its T
+
+	adapts adaptBook // the adaptive limits it read and the successes it has yet to report (adaptive_report.go)
 }
 
 // NewLimiter returns a Limiter over store. The options choose, once, the

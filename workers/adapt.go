@@ -36,7 +36,7 @@ func (p *Pool) ticketVoid(ctx context.Context, j *job, mark string) (bool, strin
 		return false, ""
 	}
 	j.rate = booked // kept if the job goes back with its ticket again
-	l, _, err := p.adapt.Limit(context.WithoutCancel(ctx), j.key, *j.pol.adaptive)
+	l, _, err := p.adapt.AdaptiveLimit(context.WithoutCancel(ctx), j.key, *j.pol.adaptive)
 	if err == nil && dropped(l.Rate, booked) {
 		return true, "the adaptive rate dropped"
 	}
@@ -86,7 +86,7 @@ func (p *Pool) rebookBucket(key string) {
 // process learned the upstream's limit (an announced quota, a 429) and
 // could not wake this one's waiters. The turn is then given up (its tokens
 // were counted at the old pace) for one at the new rate. It reads the rate
-// through the Adapter, whose copy is at most AdapterCacheFor old, so that a
+// through the Limiter, whose copy is at most 250 ms old, so that a
 // turn costs no store call more than it did (a drop in the last 250 ms may
 // go unseen); if the store cannot answer in time the job keeps its turn.
 func (p *Pool) rateDropped(ctx context.Context, j *job) bool {
@@ -95,7 +95,7 @@ func (p *Pool) rateDropped(ctx context.Context, j *job) bool {
 	}
 	sctx, cancel := context.WithTimeout(ctx, cooldownCheckTimeout)
 	defer cancel()
-	l, _, err := p.adapt.Limit(sctx, j.key, *j.pol.adaptive)
+	l, _, err := p.adapt.AdaptiveLimit(sctx, j.key, *j.pol.adaptive)
 	if err != nil || !dropped(l.Rate, j.rate) {
 		return false
 	}

@@ -41,7 +41,7 @@ type Pool struct {
 	client  *queue.Client
 	tel     *telemetry
 	stats   stats
-	adapt   *throttle.Adapter
+	adapt   *throttle.Limiter
 	promote promoter // moves jobs sent away over their share back at their places
 
 	mu      sync.Mutex
@@ -110,7 +110,7 @@ func NewPool(cfg Config) (*Pool, error) {
 		rdb:     rdb,
 		client:  queue.NewClient(asynq.NewClientFromRedisClient(rdb)),
 		tel:     newTelemetry(cfg.MeterProvider, cfg.TracerProvider),
-		adapt:   throttle.NewAdapter(cfg.Limiter),
+		adapt:   cfg.Limiter,
 		routes:  make(map[string]*route),
 		names:   make(map[string]*policy),
 		waiters: make(map[*waiter]struct{}),
