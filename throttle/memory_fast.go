@@ -8,9 +8,9 @@ import (
 
 // The memory store's quick path: TryAcquire of a Limit on a bucket without
 // holes, the common case of a program that limits in process, with no
-// request, interface or allocation. It is the general path's token bucket
-// (openTB: tbModule's tail, commit and figures, lua/tb.lua), called as a
-// value rather than as a module.
+// request, interface or allocation. It decides with the token bucket's own
+// functions (tbTail, tatAfter, tatFigures), which its module (tbModule,
+// lua/tb.lua) calls for the general path, on the TAT held in a variable.
 
 // tryQuick is TryAcquire of n from key under p on l's quick store (stack
 // chose it). done is false when the general path must answer: an invalid
@@ -67,35 +67,39 @@ func (m *MemoryStore) tryLimit(prefix, key string, t pico, burst int64, n int) (
 	now := m.nowMicros()
 	k := memKey{prefix: prefix, name: key, kind: kindTB}
 	e := s.entries[k]
-	var st memState
+	var st *tatState
 	if e != nil {
 		if len(e.hs.list) > 0 {
 			return decision{}, false
 		}
-		if _, isTAT := e.st.(*tatState); e.st != nil && !isTAT {
-			return decision{}, false
+		if e.st != nil {
+			if st, ok = e.st.(*tatState); !ok {
+				return decision{}, false
+			}
 		}
-		st = e.st
 	}
-	// No cooldown: what one did is in the TAT already (tbModule.hold), and
-	// only a rollback, which a call that never waits does not make, reads it.
-	tb := openTB(st, now, t, burst, 0)
+	tat := whole(now) // openTAT: the TAT, never before now
+	if st != nil {
+		tat = maxPico(st.tat, tat)
+	}
 	d.now = now
-	if e0, _, _ := tb.tail(now, n, 0); e0 > now {
+	if e0 := tbTail(tat, t, burst, now, n); e0 > now {
 		d.wait = e0 - now
 	} else {
-		d.granted, d.handle = true, tb.commit(now, now, n)
-		st, _ = tb.save()
+		d.granted, d.handle = true, tat // tatModule.commit at now
+		tat = tatAfter(tat, t, now, n)
 		switch {
+		case st != nil:
+			st.tat = tat
 		case e != nil:
-			e.st = st
+			e.st = &tatState{tat: tat}
 		default:
-			ne := &memEntry{st: st}
+			ne := &memEntry{st: &tatState{tat: tat}}
 			s.sweep(now)
 			s.entries[k] = ne
 		}
 	}
-	d.remaining, d.reset = tb.figures(now)
+	d.remaining, d.reset = tatFigures(tat, t, burst, now)
 	return d, true
 }
 

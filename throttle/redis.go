@@ -246,7 +246,7 @@ func (s *RedisStore) reserveLean(ctx context.Context, reqs []request) ([]decisio
 // picoseconds, T as µs and picoseconds, and the burst), then the replies of
 // the calls after the first k, which were granted at once, one n·T after
 // the other; it writes those k out as the loop of the script would have,
-// by the token bucket's own commit and figures (openTB).
+// with the token bucket's own functions (tatAfter, tatFigures).
 func atOnce(v []int64, n int64, m int, adaptive bool) ([]decision, error) {
 	const head = 7
 	if len(v) < head {
@@ -262,10 +262,10 @@ func atOnce(v []int64, n int64, m int, adaptive bool) ([]decision, error) {
 		return nil, err
 	}
 	ds := make([]decision, m)
-	tb := openTB(&tatState{tat: tat}, now, T, burst, 0) // the bucket as the batch found it
 	for j := range k {
-		d := decision{granted: true, now: now, handle: tb.commit(now, now, int(n))}
-		d.remaining, d.reset = tb.figures(now)
+		d := decision{granted: true, now: now, handle: tat} // tatModule.commit at now
+		tat = tatAfter(tat, T, now, int(n))
+		d.remaining, d.reset = tatFigures(tat, T, burst, now)
 		if adaptive {
 			d.taken = fixedTB{t: T, burst: burst}
 		}
