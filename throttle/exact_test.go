@@ -253,9 +253,9 @@ func TestFastAdaptive(t *testing.T) {
 			}
 			assert.Equal(t, 999*time.Microsecond, book("ceiling"), "100 tokens every µs at 10⁸/s")
 
-			_, err := lim.Report(ctx, "announced", a, Answer{Quota: 4e7})
+			_, err := lim.report(ctx, "announced", a, answer{quota: 4e7})
 			require.NoError(t, err)
-			l, st, err := lim.AdaptiveLimit(ctx, "announced", a)
+			l, st, err := lim.readAdaptive(ctx, "announced", a)
 			require.NoError(t, err)
 			assert.Equal(t, 4e7, st.Rate)
 			assert.Equal(t, Limit{Rate: 4e7, Burst: 400}, l, "the burst scaled with the rate")
