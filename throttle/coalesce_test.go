@@ -255,7 +255,9 @@ func TestCoalescedStoreDown(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			// A bound against a hang, not a speed test: each failed batch
+			// takes go-redis's dial retries, longer on a loaded machine.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			_, errs[i] = lim.TryAcquire(ctx, "down", Limit{Rate: 10, Burst: 1}, 1)
 		}()
