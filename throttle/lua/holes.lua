@@ -54,14 +54,18 @@ function H.load(b, readonly)
   if not b.h then return end
   if readonly then
     for _, m in ipairs(redis.call("ZRANGEBYSCORE", b.hkey, "(" .. fmt(now), "+inf")) do
-      b.holes[#b.holes + 1] = parsehole(m)
+      local h = parsehole(m) -- nil: not a hole (tb.lua's p, or an old form)
+      if h then b.holes[#b.holes + 1] = h end
     end
     return
   end
   local gone = redis.call("ZRANGEBYSCORE", b.hkey, "-inf", fmt(now))
   if #gone > 0 then
     local hs = {}
-    for _, m in ipairs(gone) do hs[#hs + 1] = parsehole(m) end
+    for _, m in ipairs(gone) do
+      local h = parsehole(m)
+      if h then hs[#hs + 1] = h end
+    end
     table.sort(hs, before)
     for _, h in ipairs(hs) do
       if not served(h) then M[b.kind].release(b, h.n, h.handle, h.at) end
@@ -69,7 +73,8 @@ function H.load(b, readonly)
     redis.call("ZREMRANGEBYSCORE", b.hkey, "-inf", fmt(now))
   end
   for _, m in ipairs(redis.call("ZRANGE", b.hkey, 0, -1)) do
-    b.holes[#b.holes + 1] = parsehole(m)
+    local h = parsehole(m)
+    if h then b.holes[#b.holes + 1] = h end
   end
   if #b.holes == 0 then M[b.kind].flag(b, false) end
 end
@@ -142,7 +147,9 @@ function H.clear(b)
     if not served(h) then M[b.kind].release(b, h.n, h.handle, h.at) end
   end
   if #b.holes > 0 then
+    local p = redis.call("ZSCORE", b.hkey, "p") -- tb.lua's pushed: not a hole
     redis.call("DEL", b.hkey)
+    if p then redis.call("ZADD", b.hkey, p, "p") redis.call("PEXPIRE", b.hkey, ms(tonumber(p) - now)) end
     b.holes = {}
     M[b.kind].flag(b, false)
   end
