@@ -14,32 +14,66 @@ type noteKey struct{}
 
 // upstreamNote is what the handler saw of the upstream's announced quota.
 type upstreamNote struct {
-	mu    sync.Mutex
-	quota backoff.Quota
-	ok    bool
+	mu       sync.Mutex
+	quota    backoff.Quota
+	ok       bool
+	problems []error // fields the upstream wrote that could not be read
 }
 
 // ObserveResponse records what an upstream's answer says about its rate
-// limit (its IETF RateLimit / RateLimit-Policy fields, or X-RateLimit-*:
-// see backoff.ParseQuota) for the pool, which applies it to the job's
-// adaptive bucket once the handler returns: the announced rate becomes the
+// limit, in any dialect backoff.ParseAnswer reads, for the pool, which
+// applies it to the upstream's adaptive bucket (Policy.AdaptKey) once the
+// handler returns: the announced rate becomes the
 // fleet's effective rate (never above the ceiling), and a quota announced as
 // exhausted holds the bucket until its reset instead of drawing a 429. A
 // handler calls it with each answer it gets; the http:request job does. It
 // does nothing outside a pool's handler or for a policy that does not adapt,
-// and reads only the headers.
+// and reads only the headers. Fields that cannot be read are ignored, and
+// the pool warns of them once per policy. It is shorthand for
+// ObserveAnswer(ctx, backoff.ParseAnswer(resp.StatusCode, resp.Header, nil, time.Now())).
 func ObserveResponse(ctx context.Context, resp *http.Response) {
+	if resp == nil {
+		return
+	}
+	ObserveAnswer(ctx, backoff.ParseAnswer(resp.StatusCode, resp.Header, nil, time.Now()))
+}
+
+// ObserveAnswer is ObserveResponse for an answer the handler parsed itself.
+//
+// The pool applies the quota of requests to the upstream's bucket. The
+// quotas of tokens (Tokens, InputTokens, OutputTokens) are read but apply
+// to no bucket: they will, to a policy's bucket of that name, once a job
+// type can have one.
+func ObserveAnswer(ctx context.Context, a backoff.Answer) {
 	n, _ := ctx.Value(noteKey{}).(*upstreamNote)
-	if n == nil || resp == nil {
+	if n == nil {
 		return
 	}
-	q, ok := backoff.ParseQuota(resp.Header, time.Now())
-	if !ok {
-		return
-	}
+	q, ok := a.Quota(backoff.Requests)
 	n.mu.Lock()
-	n.quota, n.ok = q, true
-	n.mu.Unlock()
+	defer n.mu.Unlock()
+	if ok {
+		n.quota, n.ok = q, true
+	}
+	n.problems = append(n.problems, a.Problems...)
+}
+
+// warnMalformed warns, once per policy for the life of the pool, of the
+// rate-limit fields job j's upstream wrote that could not be read: they
+// were ignored, and each answer would repeat them.
+func (p *Pool) warnMalformed(j *job) {
+	j.note.mu.Lock()
+	errs := j.note.problems
+	j.note.problems = nil
+	j.note.mu.Unlock()
+	if len(errs) == 0 {
+		return
+	}
+	if _, warned := p.malformed.LoadOrStore(j.rt.name, struct{}{}); warned {
+		return
+	}
+	j.logger().Warn("workers: the upstream's rate-limit fields cannot all be read; they are ignored (warned once per policy)",
+		"problems", problems(errs))
 }
 
 // applyNote applies what job j's handler observed (ObserveResponse) to its
@@ -66,13 +100,13 @@ func (p *Pool) applyNote(ctx context.Context, j *job) {
 		// rate (held at the ceiling, it would come out with the effective
 		// rate's burst in hand, which the spent upstream has not).
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-		_, err := p.cfg.Limiter.Cooldown(sctx, j.key, *a, exhaustedHold(q))
+		_, err := p.cfg.Limiter.Cooldown(sctx, j.upstream(), *a, exhaustedHold(q))
 		cancel()
 		if err != nil {
 			j.logger().Debug("workers: cannot hold the bucket for the announced reset", "err", err)
 		} else {
 			j.logger().Info("workers: the upstream's quota is spent: the bucket waits for its announced reset",
-				"bucket", j.key, "reset", q.Reset)
+				"bucket", j.upstream(), "reset", q.Reset)
 		}
 	}
 }

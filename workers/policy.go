@@ -72,13 +72,21 @@ type Policy struct {
 	// it dies: the lease is renewed every third of it while the handler
 	// runs. 0 means throttle.DefaultLease (30s); else from 100ms to 24h.
 	InFlightLease time.Duration
-	// Adapt makes the job's own bucket adaptive (throttle.Adaptive): Limit,
-	// which must then be a throttle.Limit, is the ceiling; an upstream's
-	// refusal (an *UpstreamError) lowers the fleet's effective rate for the
-	// bucket, and successful jobs raise it back. AdaptFloor is the least
-	// rate, per Limit's Period (0: a tenth of it).
+	// Adapt makes the upstream's bucket adaptive (throttle.Adaptive): its
+	// policy, which must then be a throttle.Limit, is the ceiling; an
+	// upstream's refusal (an *UpstreamError) lowers the fleet's effective
+	// rate for the bucket, and successful jobs raise it back. AdaptFloor is
+	// the least rate, per the ceiling's Period (0: a tenth of it).
+	//
+	// The upstream's bucket is the one its refusals (the cooldown of an
+	// *UpstreamError) and announcements (ObserveResponse) apply to: the
+	// job's own bucket, or with Key and Global, Global, since an upstream's
+	// limit is the account every key shares. AdaptKey says the upstream
+	// gives each key its own quota (each tenant calls with its own API
+	// key): they apply to the key's own bucket, as without Global.
 	Adapt      bool
 	AdaptFloor float64
+	AdaptKey   bool
 	// Fair shares Global among the keys Key derives (tenants) by weight:
 	// while several keys have jobs, each gets its share of Global's rate,
 	// and a key alone gets all of it (throttle.Share). A job of a key that
@@ -111,7 +119,8 @@ const (
 // policy is a checked copy of a Policy.
 type policy struct {
 	Policy
-	adaptive *throttle.Adaptive   // when Adapt: the ceiling and floor of the own bucket
+	adaptive *throttle.Adaptive   // when Adapt: the ceiling and floor of the upstream's bucket
+	upGlobal bool                 // the upstream's bucket is Global (Key and Global, without AdaptKey)
 	global   throttle.Policy      // Policy.Global, nil if none
 	maxWait  time.Duration        // Policy.MaxWait or Config.MaxWait
 	slots    throttle.Concurrency // InFlight and InFlightLease; Max 0 without InFlight
@@ -144,6 +153,9 @@ func CheckName(name string) error {
 func fingerprint(p *policy) string {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%#v|%#v|%d|%#v|%v|%g", p.Limit, p.global, p.Cost, p.slots, p.Adapt, p.AdaptFloor)
+	if p.AdaptKey {
+		fmt.Fprint(h, "|adapt key")
+	}
 	if p.Fair {
 		// fmt prints a map's keys sorted: the same weights, the same print.
 		fmt.Fprintf(h, "|fair %v %v", p.Weights, p.FairHorizon)
@@ -209,6 +221,9 @@ func newPolicy(pol Policy, defaultWait time.Duration, concurrency int) (*policy,
 	} else if len(pol.Weights) > 0 {
 		bad("Weights are set without Fair")
 	}
+	if pol.AdaptKey && (pol.Key == nil || isNil(pol.Global)) {
+		bad("AdaptKey needs Key and Global: it keeps the upstream's signals on each key's own bucket instead of Global")
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("policy %q: %w", pol.Name, err)
 	}
@@ -224,10 +239,15 @@ func newPolicy(pol Policy, defaultWait time.Duration, concurrency int) (*policy,
 	} else {
 		p.Global = nil
 	}
+	p.upGlobal = pol.Key != nil && p.global != nil && !pol.AdaptKey
 	if pol.Adapt {
-		l, ok := limitOf(pol.Limit)
+		ceiling, field := pol.Limit, "Limit"
+		if p.upGlobal {
+			ceiling, field = p.global, "Global"
+		}
+		l, ok := limitOf(ceiling)
 		if !ok {
-			return nil, fmt.Errorf("policy %q: Adapt needs a token bucket (throttle.Limit) as Limit, not %T", pol.Name, pol.Limit)
+			return nil, fmt.Errorf("policy %q: Adapt needs a token bucket (throttle.Limit) as %s, not %T", pol.Name, field, ceiling)
 		}
 		a := throttle.Adaptive{Ceiling: l, Floor: pol.AdaptFloor}
 		if err := a.Validate(); err != nil {
@@ -297,7 +317,9 @@ func quotaName(p throttle.Policy) string {
 }
 
 // buckets returns the buckets job t takes tokens from, and the key of its own
-// bucket (the one an upstream cooldown applies to). An error matches ErrKey.
+// bucket. The upstream's bucket, which its cooldowns and announcements apply
+// to, is the first, or with upGlobal the second (upstreamOf). An error
+// matches ErrKey.
 func (p *policy) buckets(t *asynq.Task, m queue.Meta) ([]throttle.Bucket, string, error) {
 	key, err := p.derive(t)
 	if err != nil {
@@ -307,9 +329,11 @@ func (p *policy) buckets(t *asynq.Task, m queue.Meta) ([]throttle.Bucket, string
 	if m.Cost > 0 {
 		n = m.Cost
 	}
-	var lim throttle.Policy = p.Limit
-	if p.adaptive != nil {
-		lim = *p.adaptive // taken at the fleet's effective rate, read by the same call
+	var lim, glob throttle.Policy = p.Limit, p.global
+	if p.adaptive != nil && p.upGlobal {
+		glob = *p.adaptive // taken at the fleet's effective rate, read by the same call
+	} else if p.adaptive != nil {
+		lim = *p.adaptive
 	}
 	if p.global == nil {
 		return []throttle.Bucket{{Key: key, Limit: lim, N: n}}, key, nil
@@ -320,12 +344,20 @@ func (p *policy) buckets(t *asynq.Task, m queue.Meta) ([]throttle.Bucket, string
 	}
 	bs := []throttle.Bucket{
 		{Key: own, Limit: lim, N: n},
-		{Key: GlobalKey(p.Policy), Limit: p.global, N: n},
+		{Key: GlobalKey(p.Policy), Limit: glob, N: n},
 	}
 	if p.Fair {
 		bs[1].Share = &throttle.Share{Tenant: key, Weight: p.Weights[key], Horizon: p.FairHorizon}
 	}
 	return bs, own, nil
+}
+
+// upstreamOf is the index in bs, what buckets returned, of the upstream's bucket.
+func (p *policy) upstreamOf(bs []throttle.Bucket) int {
+	if p.upGlobal && len(bs) > 1 {
+		return 1
+	}
+	return 0
 }
 
 // BucketKey names the bucket a job of pol whose key is key (what pol.Key

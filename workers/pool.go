@@ -43,6 +43,9 @@ type Pool struct {
 	stats   stats
 	adapt   *throttle.Adapter
 	promote promoter // moves jobs sent back to come at a time of their own to pending then
+	// malformed holds the names of the policies whose upstream's unreadable
+	// rate-limit fields were warned of (warnMalformed).
+	malformed sync.Map
 
 	mu      sync.Mutex
 	state   poolState

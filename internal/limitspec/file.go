@@ -29,7 +29,7 @@ type fileEntry struct {
 	Cost     *int           `json:"cost"`      // absent: 1
 	Global   string         `json:"global"`    // RATE/UNIT[:BURST]; absent: no global bucket
 	InFlight *int           `json:"in_flight"` // absent: no bound
-	Adapt    *bool          `json:"adapt"`     // absent: on for token-bucket
+	Adapt    *adaptValue    `json:"adapt"`     // true, false or "key"; absent: on for token-bucket
 	Floor    string         `json:"floor"`     // RATE/UNIT; absent: a tenth of the rate
 	Fair     *bool          `json:"fair"`      // absent: on with key and global
 	Weights  map[string]int `json:"weights"`   // derived key → weight; absent: equal
@@ -196,9 +196,16 @@ func (e fileEntry) spec() (Spec, error) {
 	if sp.Limit, err = sh.build(r, period); err != nil {
 		return Spec{}, err
 	}
+	if e.Global != "" {
+		g, err := parseGlobal(e.Global)
+		if err != nil {
+			return Spec{}, err
+		}
+		sp.Global = g
+	}
 	var ad adaptive
 	if e.Adapt != nil {
-		ad.set, ad.on = true, *e.Adapt
+		ad.set, ad.on, ad.key = true, e.Adapt.on, e.Adapt.key
 	}
 	if e.Floor != "" {
 		if ad.floor, ad.floorP, err = parseRate(e.Floor); err != nil {
@@ -218,13 +225,6 @@ func (e fileEntry) spec() (Spec, error) {
 			return Spec{}, invalidf("cost %d must be at least 1 (leave it out for 1)", *e.Cost)
 		}
 		sp.Cost = *e.Cost
-	}
-	if e.Global != "" {
-		g, err := parseGlobal(e.Global)
-		if err != nil {
-			return Spec{}, err
-		}
-		sp.Global = g
 	}
 	if e.InFlight != nil {
 		if *e.InFlight < 1 {

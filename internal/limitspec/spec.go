@@ -28,7 +28,8 @@ const maxCount = 1 << 30
 // to max(1, ceil(tokens per second)), and so does a leaky bucket's
 // capacity). Its Global, when the spec has global=, is a throttle.Limit.
 // Adapt is on by default for a token bucket (adapt=off turns it off), with
-// AdaptFloor per Limit's period; Fair is on by default when the spec has
+// AdaptFloor per its period; with a key and global=, the limit that adapts
+// is the global one unless adapt=key (workers.Policy.AdaptKey). Fair is on by default when the spec has
 // both a key and global= (fair=off turns it off), with Weights by the key
 // the template derives ("tenant:acme").
 //
@@ -151,7 +152,7 @@ func parse(s string) (Spec, error) {
 				sp.InFlight, err = parseCount(optFlight, value)
 			case optAdapt:
 				ad.set = true
-				ad.on, err = parseAdapt(value)
+				ad.on, ad.key, err = parseAdapt(value)
 			case optFloor:
 				ad.floor, ad.floorP, err = parseRate(value)
 			case optFair:
@@ -415,12 +416,16 @@ func (s Spec) String() string {
 	if s.InFlight != 0 {
 		fmt.Fprintf(&b, ",%s=%d", optFlight, s.InFlight)
 	}
-	if adaptsByDefault(s.Limit) && !s.Adapt {
+	switch target := adaptTarget(s); {
+	case s.AdaptKey:
+		fmt.Fprintf(&b, ",%s=%s", optAdapt, adaptKey)
+	case adaptsByDefault(target) && !s.Adapt:
 		fmt.Fprintf(&b, ",%s=off", optAdapt)
 	}
 	if s.AdaptFloor > 0 {
 		fmt.Fprintf(&b, ",%s=", optFloor)
-		writeRate(&b, s.AdaptFloor, period)
+		_, _, floorPeriod := shapeOf(adaptTarget(s))
+		writeRate(&b, s.AdaptFloor, floorPeriod)
 	}
 	writeFair(&b, s)
 	return b.String()

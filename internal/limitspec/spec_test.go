@@ -261,7 +261,8 @@ func TestParseAdapt(t *testing.T) {
 	assert.False(t, sp.Adapt, "only a token bucket adapts")
 	for in, want := range map[string]string{
 		"a=40/s,policy=sliding-log,adapt=on": `limit "a=40/s,policy=sliding-log,adapt=on": adapt does not apply to policy sliding-log (adapt is for policy token-bucket)`,
-		"a=50/s,adapt=maybe":                 `limit "a=50/s,adapt=maybe": adapt "maybe": want on or off`,
+		"a=50/s,adapt=maybe":                 `limit "a=50/s,adapt=maybe": adapt "maybe": want on, off or key`,
+		"a=50/s,adapt=key":                   `limit "a=50/s,adapt=key": adapt=key needs key= and global=`,
 		"a=50/s,adapt=off,floor=5/s":         `limit "a=50/s,adapt=off,floor=5/s": floor needs adapt=on (the least rate an adaptive limit falls to)`,
 		"a=50/s,floor=60/s":                  `limit "a=50/s,floor=60/s": floor is above the rate: the least rate must not exceed the limit`,
 		"a=50/s,floor=fast":                  `limit "a=50/s,floor=fast": `,
@@ -271,6 +272,31 @@ func TestParseAdapt(t *testing.T) {
 		assert.ErrorIs(t, err, ErrInvalid, in)
 		assert.Contains(t, err.Error(), want, in)
 	}
+}
+
+// TestParseAdaptKey: with key= and global=, the global limit is the one that
+// adapts (the upstream's account is shared) unless adapt=key.
+func TestParseAdaptKey(t *testing.T) {
+	sp, err := Parse("t=10/s,key=tenant:{payload.t},global=600/m:20,floor=60/m")
+	require.NoError(t, err)
+	assert.True(t, sp.Adapt)
+	assert.False(t, sp.AdaptKey)
+	assert.InDelta(t, 60, sp.AdaptFloor, 1e-9, "the floor, per the global limit's period")
+	assert.Equal(t, "t=10/s,burst=10,key=tenant:{payload.t},global=600/m:20,floor=60/m", sp.String())
+
+	sp, err = Parse("t=10/s,key=tenant:{payload.t},global=600/m:20,adapt=key,floor=2/s")
+	require.NoError(t, err)
+	assert.True(t, sp.Adapt)
+	assert.True(t, sp.AdaptKey)
+	assert.InDelta(t, 2, sp.AdaptFloor, 1e-9, "the floor, per the key's limit's period")
+	assert.Equal(t, "t=10/s,burst=10,key=tenant:{payload.t},global=600/m:20,adapt=key,floor=2/s", sp.String())
+
+	sp, err = Parse("t=10/s,policy=sliding-log,key=tenant:{payload.t},global=600/m:20")
+	require.NoError(t, err)
+	assert.True(t, sp.Adapt, "the global token bucket adapts, whatever the key's policy")
+
+	_, err = Parse("t=10/s,key=tenant:{payload.t},global=600/m:20,floor=11/s")
+	assert.ErrorContains(t, err, "floor is above the rate")
 }
 
 // TestFair: fair= and weights= in a spec, their defaults and their errors.
