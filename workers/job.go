@@ -544,16 +544,23 @@ func (p *Pool) sendBackWith(j *job, r *throttle.Reservation, why reason) fate {
 }
 
 // heedCooldown sends back a job that booked its turn earlier (a ticket, or a
-// wait in this process) if its upstream's bucket is now in a cooldown (an
-// upstream 429 or 503 seen by any host): a turn booked before the cooldown must not run
-// inside it. The job gives the turn up and comes back after the cooldown to
-// take a new one behind it. It costs such a job one store call, bounded by
-// cooldownCheckTimeout; if the store cannot answer in time, the job keeps its
-// turn, which the bucket already counted.
+// wait in this process) if its own bucket or its upstream's is now in a
+// cooldown (an upstream 429 or 503 seen by any host, an operator's): a turn
+// booked before the cooldown must not run inside it. The job gives the turn
+// up and comes back after the cooldown to take a new one behind it. It costs
+// such a job one store call (two when its upstream's bucket is Global),
+// bounded by cooldownCheckTimeout; if the store cannot answer in time, the
+// job keeps its turn, which the bucket already counted.
 func (p *Pool) heedCooldown(ctx context.Context, j *job) (f fate, sent bool) {
 	sctx, cancel := context.WithTimeout(ctx, cooldownCheckTimeout)
 	defer cancel()
-	left, err := p.cfg.Limiter.CooldownLeft(sctx, j.upstream())
+	left, err := p.cfg.Limiter.CooldownLeft(sctx, j.key)
+	if up := j.upstream(); err == nil && up != j.key {
+		// An operator may cool a key's own bucket; the upstream cools Global.
+		var upLeft time.Duration
+		upLeft, err = p.cfg.Limiter.CooldownLeft(sctx, up)
+		left = max(left, upLeft)
+	}
 	if err != nil {
 		j.logger().Debug("workers: cannot read the bucket's cooldown; keeping the turn", "err", err)
 		return fate{}, false
