@@ -51,7 +51,7 @@ Flags:
   --limit SPEC             a limit, repeatable:
                            TYPE=RATE/UNIT[,policy=P][,burst=N][,slots=N][,capacity=N][,key=TEMPLATE]
                                 [,max-wait=D][,cost=N][,global=RATE/UNIT[:BURST]][,in-flight=N]
-                                [,adapt=on|off][,floor=RATE/UNIT][,fair=on|off][,weights=KEY:N|KEY:N]
+                                [,adapt=on|off|key][,floor=RATE/UNIT][,fair=on|off][,weights=KEY:N|KEY:N]
                            UNIT is s, m or h; TEMPLATE may use {type}, {payload.FIELD}, {header.NAME};
                            in-flight=N: at most N of these jobs run at once across the fleet
                            policy=P, what the limit promises (default token-bucket):
@@ -65,10 +65,12 @@ Flags:
                                              waiting (default as burst), beyond that refused
                            for the window policies RATE is a whole number; burst, slots and
                            capacity apply to their policy only; global= is a token bucket
-                           adapt=on|off (token-bucket up to 1000000/s; default on): RATE is a
+                           adapt=on|off|key (token-bucket up to 1000000/s; default on): RATE is a
                              ceiling, and the fleet learns what the upstream allows: a 429 or
                              503 lowers the rate, successes raise it back; floor=RATE/UNIT is
-                             the least rate (default a tenth of RATE); see docs/adaptive.md
+                             the least rate (default a tenth of RATE); see docs/adaptive.md;
+                             with key= and global= the upstream's refusals and quotas apply
+                             to global= (one account), adapt=key to each key's own bucket
                            fair=on|off (default on with key= and global=): the keys share the
                              global bucket by weight, none starving the others; weights=
                              gives keys (as the template derives them) other weights than 1,
