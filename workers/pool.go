@@ -41,7 +41,7 @@ type Pool struct {
 	client  *queue.Client
 	tel     *telemetry
 	stats   stats
-	adapt   *throttle.Adapter
+	adapt   *throttle.Limiter
 	promote promoter // moves jobs sent back to come at a time of their own to pending then
 	// malformed holds the names of the policies whose upstream's unreadable
 	// rate-limit fields were warned of (warnMalformed).
@@ -110,7 +110,7 @@ func NewPool(cfg Config) (*Pool, error) {
 		rdb:     rdb,
 		client:  queue.NewClient(asynq.NewClientFromRedisClient(rdb)),
 		tel:     newTelemetry(cfg.MeterProvider, cfg.TracerProvider),
-		adapt:   throttle.NewAdapter(cfg.Limiter),
+		adapt:   cfg.Limiter,
 		routes:  make(map[string]*route),
 		names:   make(map[string]*policy),
 		waiters: make(map[*waiter]struct{}),
