@@ -192,11 +192,17 @@ func (p *parser) waitSaid() (time.Duration, bool) {
 	}
 	d, ok, err := RetryAfterFromHeader(p.h, p.now)
 	if err != nil {
-		p.problems = append(p.problems, fmt.Errorf("%w Retry-After: %w", ErrMalformed, err))
+		p.problems = append(p.problems, malformedRetryAfter{err})
 		return 0, false
 	}
 	return d, ok
 }
+
+// malformedRetryAfter is ParseRetryAfter's error, as a problem: it matches
+// ErrMalformed too, and reads as it did.
+type malformedRetryAfter struct{ error }
+
+func (e malformedRetryAfter) Unwrap() []error { return []error{e.error, ErrMalformed} }
 
 // maxBody bounds how much of a refusal's body is read for its retry_after.
 const maxBody = 64 << 10
