@@ -651,9 +651,10 @@ func (p *Pool) result(ctx context.Context, j *job, err error) fate {
 
 // upstream is the fate of a job whose handler returned an *UpstreamError: it
 // puts the upstream's bucket (the task's own, or with Key and Global the
-// global one, unless Policy.AdaptKey) in cooldown for RetryAfter, or for an exponential backoff on the job's requeues when the
-// upstream did not say, so that no host takes from it meanwhile; then it
-// reserves this job a turn after the cooldown, which it goes back holding.
+// global one, unless Policy.AdaptKey) in cooldown for RetryAfter, or for an
+// exponential backoff on the job's requeues when the upstream did not say,
+// so that no host takes from it meanwhile; then it reserves this job a turn
+// after the cooldown, which it goes back holding.
 // Jobs that hit the 429 together each get their own later turn, so they come
 // back one at a time. None of this is a failure or spends a retry.
 func (p *Pool) upstream(ctx context.Context, j *job, up *UpstreamError) fate {

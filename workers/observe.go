@@ -23,12 +23,12 @@ type upstreamNote struct {
 // ObserveResponse records what an upstream's answer says about its rate
 // limit, in any dialect backoff.ParseAnswer reads, for the pool, which
 // applies it to the upstream's adaptive bucket (Policy.AdaptKey) once the
-// handler returns: the announced rate becomes the
-// fleet's effective rate (never above the ceiling), and a quota announced as
-// exhausted holds the bucket until its reset instead of drawing a 429. A
-// handler calls it with each answer it gets; the http:request job does. It
-// does nothing outside a pool's handler or for a policy that does not adapt,
-// and reads only the headers. Fields that cannot be read are ignored, and
+// handler returns: the announced rate becomes the fleet's effective rate
+// (never above the ceiling), and a quota announced as exhausted holds the
+// bucket until its reset instead of drawing a 429. A handler calls it with
+// each answer it gets; the http:request job does. It does nothing outside a
+// pool's handler or for a policy that does not adapt, and reads only the
+// headers. Fields that cannot be read are ignored, and
 // the pool warns of them once per policy. It is shorthand for
 // ObserveAnswer(ctx, backoff.ParseAnswer(resp.StatusCode, resp.Header, nil, time.Now())).
 func ObserveResponse(ctx context.Context, resp *http.Response) {

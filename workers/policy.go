@@ -153,8 +153,12 @@ func CheckName(name string) error {
 func fingerprint(p *policy) string {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%#v|%#v|%d|%#v|%v|%g", p.Limit, p.global, p.Cost, p.slots, p.Adapt, p.AdaptFloor)
-	if p.AdaptKey {
+	switch {
+	case p.AdaptKey:
 		fmt.Fprint(h, "|adapt key")
+	case p.upGlobal && p.Adapt:
+		// Turns booked while the key's own bucket adapted are void.
+		fmt.Fprint(h, "|adapt global")
 	}
 	if p.Fair {
 		// fmt prints a map's keys sorted: the same weights, the same print.
