@@ -82,9 +82,10 @@ func (a Answer) Quota(r Resource) (Quota, bool) {
 //   - retry-after-ms, and Retry-After as delta seconds, a decimal fraction
 //     ("2.0") or an HTTP date.
 //
-// The quotas of Anthropic and OpenAI refill continuously: their Rate is
-// what was used of the limit over the time to refill it. A malformed field
-// is skipped and reported in Problems; ParseAnswer never fails.
+// The quotas of Anthropic and OpenAI refill continuously: their Rate is the
+// least rate what was used of the limit over the time to refill it allows
+// (see Quota.Rate). A malformed field is skipped and reported in Problems;
+// ParseAnswer never fails.
 func ParseAnswer(status int, h http.Header, body []byte, now time.Time) Answer {
 	a := Answer{Status: status}
 	p := &parser{h: h, now: now}

@@ -62,8 +62,8 @@ func TestParseAnswerDialects(t *testing.T) {
 				"x-ratelimit-limit-requests", "60", "x-ratelimit-remaining-requests", "59", "x-ratelimit-reset-requests", "1s",
 				"x-ratelimit-limit-tokens", "150000", "x-ratelimit-remaining-tokens", "149984", "x-ratelimit-reset-tokens", "6ms"),
 			quotas: []backoff.Quota{
-				req(backoff.Quota{Limit: 60, Remaining: 59, Rate: 1, Reset: time.Second}),
-				tok(backoff.Quota{Limit: 150000, Remaining: 149984, Rate: 16 / 0.006, Reset: 6 * time.Millisecond}),
+				req(backoff.Quota{Limit: 60, Remaining: 59, Reset: time.Second}), // one used: no rate
+				tok(backoff.Quota{Limit: 150000, Remaining: 149984, Rate: 15 / 0.006, Reset: 6 * time.Millisecond}),
 			},
 		},
 		{
@@ -73,8 +73,8 @@ func TestParseAnswerDialects(t *testing.T) {
 				"x-ratelimit-limit-requests", "10000", "x-ratelimit-remaining-requests", "9000", "x-ratelimit-reset-requests", "1m30.5s",
 				"x-ratelimit-limit-tokens", "90000", "x-ratelimit-remaining-tokens", "0", "x-ratelimit-reset-tokens", "6m0s"),
 			quotas: []backoff.Quota{
-				req(backoff.Quota{Limit: 10000, Remaining: 9000, Rate: 1000 / 90.5, Reset: 90500 * time.Millisecond}),
-				tok(backoff.Quota{Limit: 90000, Exhausted: true, Rate: 250, Reset: 6 * time.Minute}),
+				req(backoff.Quota{Limit: 10000, Remaining: 9000, Rate: 999 / 90.5, Reset: 90500 * time.Millisecond}),
+				tok(backoff.Quota{Limit: 90000, Exhausted: true, Rate: 89999.0 / 360, Reset: 6 * time.Minute}),
 			},
 			refused: true, wait: 6 * time.Minute, waitSaid: true, // the spent quota's reset
 		},
@@ -96,11 +96,10 @@ func TestParseAnswerDialects(t *testing.T) {
 				"anthropic-ratelimit-input-tokens-limit", "40000", "anthropic-ratelimit-input-tokens-remaining", "39000", "anthropic-ratelimit-input-tokens-reset", "2026-03-14T12:00:01Z",
 				"anthropic-ratelimit-output-tokens-limit", "8000", "anthropic-ratelimit-output-tokens-remaining", "0", "anthropic-ratelimit-output-tokens-reset", "2026-03-14T12:00:07Z"),
 			quotas: []backoff.Quota{
-				req(backoff.Quota{Limit: 50, Remaining: 49, Rate: 0.5, Reset: 2 * time.Second}),
-				tok(backoff.Quota{Limit: 90000, Remaining: 87000, Rate: 1000, Reset: 3 * time.Second}),
-				// reset within a second, written to the second: no rate
-				{Resource: backoff.InputTokens, Limit: 40000, Remaining: 39000, Reset: time.Second},
-				{Resource: backoff.OutputTokens, Limit: 8000, Exhausted: true, Rate: 8000.0 / 7, Reset: 7 * time.Second},
+				req(backoff.Quota{Limit: 50, Remaining: 49, Reset: 2 * time.Second}), // one used: no rate
+				tok(backoff.Quota{Limit: 90000, Remaining: 87000, Rate: 2999.0 / 4, Reset: 3 * time.Second}), // the instant may be a second early
+				{Resource: backoff.InputTokens, Limit: 40000, Remaining: 39000, Rate: 999.0 / 2, Reset: time.Second},
+				{Resource: backoff.OutputTokens, Limit: 8000, Exhausted: true, Rate: 7999.0 / 8, Reset: 7 * time.Second},
 			},
 		},
 		{
@@ -108,7 +107,7 @@ func TestParseAnswerDialects(t *testing.T) {
 			status: 429,
 			h: header("retry-after", "7",
 				"anthropic-ratelimit-output-tokens-limit", "8000", "anthropic-ratelimit-output-tokens-remaining", "0", "anthropic-ratelimit-output-tokens-reset", "2026-03-14T12:00:07Z"),
-			quotas:  []backoff.Quota{{Resource: backoff.OutputTokens, Limit: 8000, Exhausted: true, Rate: 8000.0 / 7, Reset: 7 * time.Second}},
+			quotas:  []backoff.Quota{{Resource: backoff.OutputTokens, Limit: 8000, Exhausted: true, Rate: 7999.0 / 8, Reset: 7 * time.Second}},
 			refused: true, wait: 7 * time.Second, waitSaid: true,
 		},
 		{

@@ -26,7 +26,10 @@ type Quota struct {
 	// Rate is the announced sustainable rate, per second: Limit over Window
 	// when both are said (IETF); for a quota that refills continuously
 	// (Anthropic, OpenAI), what is used of it over the time it takes to
-	// refill; for X-RateLimit-* fields, which name no window, what remains
+	// refill, less one unit (Remaining is a whole count, rounded down, so
+	// up to one unit more may have come back already) and over the longest
+	// time the reset may stand for (an RFC 3339 instant in whole seconds may
+	// be up to a second early); for X-RateLimit-* fields, which name no window, what remains
 	// spread over the time to the reset when that is at least two seconds
 	// (a reset of one, rounded up, could be a millisecond). 0 if none could
 	// be read: a rate is never guessed.
@@ -91,11 +94,15 @@ func (p *parser) counts(q *Quota, limit, remaining string) (read bool) {
 	return read
 }
 
-// refilling sets the Rate of a quota that refills continuously: what is used
-// of it over the time to refill it, when that time is at least least.
-func refilling(q *Quota, least time.Duration) {
-	if q.Limit > q.Remaining && (q.Remaining > 0 || q.Exhausted) && q.Reset > 0 && q.Reset >= least {
-		q.Rate = (q.Limit - q.Remaining) / q.Reset.Seconds()
+// refilling sets the Rate of a quota that refills continuously, the least
+// rate its fields allow: what is used of it, less the unit the rounding of
+// Remaining may hide, over the time to refill it plus slack, how much
+// earlier than the truth that time may be written. A quota with less than
+// two units used says no rate.
+func refilling(q *Quota, slack time.Duration) {
+	used := q.Limit - q.Remaining
+	if (q.Remaining > 0 || q.Exhausted) && used >= 2 && q.Reset > 0 {
+		q.Rate = (used - 1) / (q.Reset + slack).Seconds()
 	}
 }
 
@@ -105,6 +112,7 @@ func (p *parser) anthropic(r Resource) (Quota, bool) {
 	prefix := "Anthropic-Ratelimit-" + string(r) + "-"
 	var q Quota
 	read := p.counts(&q, prefix+"limit", prefix+"remaining")
+	slack := time.Duration(0)
 	if v, ok := p.field(prefix + "reset"); ok {
 		t, err := time.Parse(time.RFC3339, strings.TrimSpace(v))
 		if err != nil {
@@ -112,8 +120,11 @@ func (p *parser) anthropic(r Resource) (Quota, bool) {
 		} else {
 			q.Reset, read = min(max(t.Sub(p.now), 0), MaxRetryAfter), true
 		}
+		if !strings.Contains(v, ".") {
+			slack = time.Second // the instant may be cut to the second
+		}
 	}
-	refilling(&q, minRateReset) // the instant may be cut to the second
+	refilling(&q, slack)
 	return q, read
 }
 
