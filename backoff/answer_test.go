@@ -96,7 +96,7 @@ func TestParseAnswerDialects(t *testing.T) {
 				"anthropic-ratelimit-input-tokens-limit", "40000", "anthropic-ratelimit-input-tokens-remaining", "39000", "anthropic-ratelimit-input-tokens-reset", "2026-03-14T12:00:01Z",
 				"anthropic-ratelimit-output-tokens-limit", "8000", "anthropic-ratelimit-output-tokens-remaining", "0", "anthropic-ratelimit-output-tokens-reset", "2026-03-14T12:00:07Z"),
 			quotas: []backoff.Quota{
-				req(backoff.Quota{Limit: 50, Remaining: 49, Reset: 2 * time.Second}), // one used: no rate
+				req(backoff.Quota{Limit: 50, Remaining: 49, Reset: 2 * time.Second}),                         // one used: no rate
 				tok(backoff.Quota{Limit: 90000, Remaining: 87000, Rate: 2999.0 / 4, Reset: 3 * time.Second}), // the instant may be a second early
 				{Resource: backoff.InputTokens, Limit: 40000, Remaining: 39000, Rate: 999.0 / 2, Reset: time.Second},
 				{Resource: backoff.OutputTokens, Limit: 8000, Exhausted: true, Rate: 7999.0 / 8, Reset: 7 * time.Second},
