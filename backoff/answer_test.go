@@ -98,7 +98,8 @@ func TestParseAnswerDialects(t *testing.T) {
 			quotas: []backoff.Quota{
 				req(backoff.Quota{Limit: 50, Remaining: 49, Reset: 2 * time.Second}),                         // one used: no rate
 				tok(backoff.Quota{Limit: 90000, Remaining: 87000, Rate: 2999.0 / 4, Reset: 3 * time.Second}), // the instant may be a second early
-				{Resource: backoff.InputTokens, Limit: 40000, Remaining: 39000, Rate: 999.0 / 2, Reset: time.Second},
+				// a reset within two seconds, written to the second: no rate
+				{Resource: backoff.InputTokens, Limit: 40000, Remaining: 39000, Reset: time.Second},
 				{Resource: backoff.OutputTokens, Limit: 8000, Exhausted: true, Rate: 7999.0 / 8, Reset: 7 * time.Second},
 			},
 		},

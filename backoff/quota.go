@@ -29,7 +29,8 @@ type Quota struct {
 	// refill, less one unit (Remaining is a whole count, rounded down, so
 	// up to one unit more may have come back already) and over the longest
 	// time the reset may stand for (an RFC 3339 instant in whole seconds may
-	// be up to a second early); for X-RateLimit-* fields, which name no window, what remains
+	// be up to a second early, and says no rate less than two seconds
+	// away); for X-RateLimit-* fields, which name no window, what remains
 	// spread over the time to the reset when that is at least two seconds
 	// (a reset of one, rounded up, could be a millisecond). 0 if none could
 	// be read: a rate is never guessed.
@@ -98,10 +99,11 @@ func (p *parser) counts(q *Quota, limit, remaining string) (read bool) {
 // rate its fields allow: what is used of it, less the unit the rounding of
 // Remaining may hide, over the time to refill it plus slack, how much
 // earlier than the truth that time may be written. A quota with less than
-// two units used says no rate.
+// two units used says no rate, nor one whose reset is so short that the
+// slack would make the least rate a fraction of the real one.
 func refilling(q *Quota, slack time.Duration) {
 	used := q.Limit - q.Remaining
-	if (q.Remaining > 0 || q.Exhausted) && used >= 2 && q.Reset > 0 {
+	if (q.Remaining > 0 || q.Exhausted) && used >= 2 && q.Reset > 0 && q.Reset >= 2*slack {
 		q.Rate = (used - 1) / (q.Reset + slack).Seconds()
 	}
 }
