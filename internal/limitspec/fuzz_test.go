@@ -28,6 +28,8 @@ func FuzzParse(f *testing.F) {
 		"a=99999999999999999999999/s",
 		"a=1/s,key={{}}",
 		"a=1/s,max-wait=9223372036854775807ns",
+		"t=10/s,key=tenant:{payload.t},global=600/m:20,adapt=key,floor=2/s",
+		"t=10/s,policy=sliding-log,key=k:{payload.t},global=600/m:20,floor=60/m",
 	} {
 		f.Add(s)
 	}
