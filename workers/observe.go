@@ -3,6 +3,7 @@ package workers
 import (
 	"context"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,12 +13,11 @@ import (
 // noteKey carries a job's upstreamNote in its handler's context.
 type noteKey struct{}
 
-// upstreamNote is what the handler saw of the upstream's announced quota.
+// upstreamNote is what the handler saw of the upstream's announced quotas.
 type upstreamNote struct {
 	mu       sync.Mutex
-	quota    backoff.Quota
-	ok       bool
-	problems []error // fields the upstream wrote that could not be read
+	last     backoff.Answer // the last quota announced of each resource, in Quotas
+	problems []error        // fields the upstream wrote that could not be read
 }
 
 // ObserveResponse records what an upstream's answer says about its rate
@@ -41,19 +41,23 @@ func ObserveResponse(ctx context.Context, resp *http.Response) {
 // ObserveAnswer is ObserveResponse for an answer the handler parsed itself.
 //
 // The pool applies the quota of requests to the upstream's bucket. The
-// quotas of tokens (Tokens, InputTokens, OutputTokens) are read but apply
-// to no bucket: they will, to a policy's bucket of that name, once a job
-// type can have one.
+// quotas of tokens (Tokens, InputTokens, OutputTokens) are kept with it but
+// apply to no bucket: they will, to a policy's bucket of that name, once a
+// job type can have one.
 func ObserveAnswer(ctx context.Context, a backoff.Answer) {
 	n, _ := ctx.Value(noteKey{}).(*upstreamNote)
 	if n == nil {
 		return
 	}
-	q, ok := a.Quota(backoff.Requests)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if ok {
-		n.quota, n.ok = q, true
+	for _, q := range a.Quotas {
+		i := slices.IndexFunc(n.last.Quotas, func(o backoff.Quota) bool { return o.Resource == q.Resource })
+		if i < 0 {
+			n.last.Quotas = append(n.last.Quotas, q)
+		} else {
+			n.last.Quotas[i] = q
+		}
 	}
 	n.problems = append(n.problems, a.Problems...)
 }
@@ -80,7 +84,7 @@ func (p *Pool) warnMalformed(j *job) {
 // adaptive bucket.
 func (p *Pool) applyNote(ctx context.Context, j *job) {
 	j.note.mu.Lock()
-	q, ok := j.note.quota, j.note.ok
+	q, ok := j.note.last.Quota(backoff.Requests)
 	j.note.mu.Unlock()
 	a := j.pol.adaptive
 	if !ok || a == nil {
