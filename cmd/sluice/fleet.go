@@ -205,7 +205,7 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 			v.RatePerS = perSecond(sp.Limit)
 			v.Keyed = sp.KeyTemplate != ""
 			if l, ok := sp.Limit.(throttle.Limit); ok && sp.Adapt && !v.Keyed {
-				bucket := workers.BucketKey(sp.Policy, sp.Name)
+				bucket := workers.BucketKey(sp.Policy, sp.Name, "")
 				a := throttle.Adaptive{Ceiling: l, Floor: sp.AdaptFloor}
 				if _, st, err := f.lim.AdaptiveLimit(ctx, bucket, a); err == nil {
 					v.Effective, v.EffectiveWhy = perSecond(throttle.Limit{Rate: st.Rate, Period: l.Period, Burst: l.Burst}), st.Reason
@@ -221,7 +221,7 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 				}
 			}
 			if !v.Keyed {
-				if st, err := f.lim.Peek(ctx, workers.BucketKey(sp.Policy, sp.Name), sp.Limit); err == nil {
+				if st, err := f.lim.Peek(ctx, workers.BucketKey(sp.Policy, sp.Name, ""), sp.Limit); err == nil {
 					tokens := st.Remaining
 					v.Tokens = &tokens
 					v.Cooldown = st.Cooldown.Seconds()
@@ -275,7 +275,7 @@ func (f *fleet) policyOf(ctx context.Context, key, typ string) (throttle.Policy,
 		if sp.KeyTemplate != "" && key == typ {
 			return nil, "", cli.Usagef("%s has a key template (%s): name a bucket it makes, e.g. sluice inspect tenant:acme --type %s", typ, sp.KeyTemplate, typ)
 		}
-		return sp.Limit, workers.BucketKey(sp.Policy, key), nil
+		return sp.Limit, workers.BucketKey(sp.Policy, key, ""), nil
 	}
 	return nil, "", cli.Usagef("no limit for type %q in the fleet (no runtime limit, no worker reports one); see sluice limits", typ)
 }
@@ -347,7 +347,7 @@ func (f *fleet) restart(ctx context.Context, old *limitspec.Spec) (string, error
 	if old == nil || (old.KeyTemplate != "" && old.Global == nil) {
 		return "", nil
 	}
-	bucket, limit := workers.BucketKey(old.Policy, old.Name), old.Limit
+	bucket, limit := workers.BucketKey(old.Policy, old.Name, ""), old.Limit
 	if old.KeyTemplate != "" {
 		bucket, limit = workers.GlobalKey(old.Policy), old.Global
 	}

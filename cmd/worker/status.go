@@ -58,7 +58,7 @@ func newRates(now time.Time) *rates { return &rates{start: now} }
 func (r *rates) counted(h asynq.Handler, pol *workers.Policy) asynq.Handler {
 	rate, period := rateOf(pol.Limit)
 	pr := &policyRate{name: pol.Name, rate: rate, period: period, perKey: pol.Key != nil, lastAt: r.start}
-	pr.adaptive, pr.bucket = adaptiveOf(*pol), workers.BucketKey(*pol, pol.Name)
+	pr.adaptive, pr.bucket = adaptiveOf(*pol), workers.BucketKey(*pol, pol.Name, "")
 	pr.fairBucket, pr.fairGlobal = fairOf(*pol)
 	r.policies = append(r.policies, pr)
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
@@ -76,7 +76,7 @@ func (r *rates) setLimit(name string, pol workers.Policy) {
 	for _, p := range r.policies {
 		if p.name == name {
 			p.rate, p.period, p.perKey = rate, period, pol.Key != nil
-			p.adaptive, p.bucket, p.eff, p.why = adaptiveOf(pol), workers.BucketKey(pol, pol.Name), 0, ""
+			p.adaptive, p.bucket, p.eff, p.why = adaptiveOf(pol), workers.BucketKey(pol, pol.Name, ""), 0, ""
 			p.fairBucket, p.fairGlobal = fairOf(pol)
 			p.tenants = ""
 		}
