@@ -30,14 +30,16 @@ func adaptsByDefault(p throttle.Policy) bool {
 	return isBucket && throttle.Adaptive{Ceiling: l}.Validate() == nil
 }
 
-// apply sets sp.Adapt and sp.AdaptFloor from ad, once sp.Limit is built: on by
-// default for a token bucket, which alone can adapt; a floor needs adapt on
-// and is converted to the limit's period.
+// apply sets sp.Adapt and sp.AdaptFloor from ad, once sp's limits are built:
+// the first limit (the type's own bucket) adapts, on by default for a token
+// bucket, which alone can adapt; a floor needs adapt on and is converted to
+// that limit's period.
 func (ad adaptive) apply(sp *Spec) error {
-	l, isBucket := sp.Limit.(throttle.Limit)
+	first := sp.All()[0].Limit
+	l, isBucket := first.(throttle.Limit)
 	switch {
 	case ad.set && ad.on && !isBucket:
-		return invalidf("adapt does not apply to policy %s (adapt is for policy %s)", PolicyName(sp.Limit), TokenBucket)
+		return invalidf("adapt does not apply to policy %s (adapt is for policy %s)", PolicyName(first), TokenBucket)
 	case ad.set && ad.on && !adaptsByDefault(l):
 		return invalidf("adapt=on does not apply to this limit (leave adapt out)")
 	case ad.set:

@@ -28,6 +28,8 @@ func FuzzParse(f *testing.F) {
 		"a=99999999999999999999999/s",
 		"a=1/s,key={{}}",
 		"a=1/s,max-wait=9223372036854775807ns",
+		"http:request=90000/m,name=tokens,cost={body.max_tokens}",
+		"a=5/s,name=r,cost={header.n},global=10/s",
 	} {
 		f.Add(s)
 	}
@@ -45,8 +47,13 @@ func FuzzParse(f *testing.F) {
 		if err := sp.Validate(); err != nil {
 			t.Fatalf("Parse(%q) = %+v, which does not validate: %v", s, sp, err)
 		}
-		if err := sp.Limit.Validate(); err != nil {
-			t.Fatalf("Parse(%q): limit %v does not validate: %v", s, sp.Limit, err)
+		for _, l := range sp.All() {
+			if err := l.Limit.Validate(); err != nil {
+				t.Fatalf("Parse(%q): limit %v does not validate: %v", s, l.Limit, err)
+			}
+			if mostOf(l.Limit) < 1 || l.Cost < 0 {
+				t.Fatalf("Parse(%q) = %+v: out of bounds", s, sp)
+			}
 		}
 		if sp.Global != nil {
 			if err := sp.Global.Validate(); err != nil {
@@ -56,7 +63,7 @@ func FuzzParse(f *testing.F) {
 		if (sp.KeyTemplate != "") != (sp.Key != nil) {
 			t.Fatalf("Parse(%q) = %+v: key template %q but Key %v", s, sp, sp.KeyTemplate, sp.Key != nil)
 		}
-		if sp.Name == "" || len(sp.Name) > workers.MaxPolicyName || len(sp.KeyTemplate) > workers.MaxKeyTemplate || mostOf(sp.Limit) < 1 || sp.Cost < 0 || sp.MaxWait < 0 {
+		if sp.Name == "" || len(sp.Name) > workers.MaxPolicyName || len(sp.KeyTemplate) > workers.MaxKeyTemplate || sp.MaxWait < 0 {
 			t.Fatalf("Parse(%q) = %+v: out of bounds", s, sp)
 		}
 		again, err := Parse(sp.String())
