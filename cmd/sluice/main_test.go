@@ -56,7 +56,7 @@ func TestBadUsage(t *testing.T) {
 	}{
 		{nil, "no command: want limits, set, unset, inspect, reset, cooldown, workers or dashboard"},
 		{[]string{"lmits"}, `unknown command "lmits": want limits, set, unset, inspect, reset, cooldown, workers or dashboard`},
-		{[]string{"set"}, "set takes one argument, 'TYPE=SPEC'"},
+		{[]string{"set"}, "set takes one argument or more, 'TYPE=SPEC'..."},
 		{[]string{"cooldown", "k"}, "cooldown takes 2 arguments, KEY DURATION"},
 		{[]string{"limits", "--colour"}, "flag provided but not defined: -colour"},
 		{[]string{"limits"}, "no Redis: pass --redis or set SLUICE_REDIS or REDIS_URL"},

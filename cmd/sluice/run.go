@@ -20,15 +20,17 @@ const usage = `Usage: sluice COMMAND [ARGS] [flags]
 Sees and steers a running sluice fleet through the limiter's Redis.
 
 Commands:
-  limits                  every limit the fleet uses: type, spec and its source
+  limits                  every limit the fleet uses, one row per named limit: type, spec and its source
                           (flag, file or runtime; a malformed runtime entry, with why), tokens and cooldown left, grants/s
                           over the last minute, jobs waiting in workers, jobs queued
                           in the queues its workers serve, workers applying it
-  set 'TYPE=SPEC'         set a runtime limit, in the --limit grammar of worker; every
+  set 'TYPE=SPEC'...      set a runtime limit, in the --limit grammar of worker; every
                           worker that limits TYPE applies it within a second, over its
                           flags and file, until unset (it says if no live worker limits
                           TYPE). A bad spec is refused and nothing is set; a change
-                          is whole, or nothing is changed and it says so
+                          is whole, or nothing is changed and it says so. Several
+                          specs for one TYPE, each with name=, set its named limits
+                          together: sluice set 'T=3000/m,name=requests' 'T=90000/m,name=tokens'
   unset TYPE              remove the runtime limit of TYPE: the workers' own apply again
   inspect KEY             a bucket's state, taking nothing: tokens left, next free
                           slot, time to full, cooldown left
@@ -139,7 +141,7 @@ func negative(arg string) bool {
 // prints JSON with --json, how its arguments and flags are checked before
 // Redis is reached (nil: their count only), and what it does.
 type command struct {
-	args  []string // the names of its arguments, for messages
+	args  []string // the names of its arguments, for messages; one ending in "..." may repeat
 	json  bool     // --json applies; for another command it is a usage error
 	check func(opts options, args []string) error
 	run   func(ctx context.Context, f *fleet, opts options, args []string, out io.Writer) error
@@ -147,7 +149,7 @@ type command struct {
 
 var commands = map[string]command{
 	"limits":    {nil, true, nil, cmdLimits},
-	"set":       {[]string{"'TYPE=SPEC'"}, false, nil, cmdSet},
+	"set":       {[]string{"'TYPE=SPEC'..."}, false, nil, cmdSet},
 	"unset":     {[]string{"TYPE"}, false, nil, cmdUnset},
 	"inspect":   {[]string{"KEY"}, true, checkBucket, cmdInspect},
 	"reset":     {[]string{"KEY"}, false, checkBucket, cmdReset},
@@ -167,7 +169,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		var ok bool
 		if cmd, ok = commands[pos[0]]; !ok {
 			err = cli.Usagef("unknown command %q: want limits, set, unset, inspect, reset, cooldown, workers or dashboard", pos[0])
-		} else if len(pos)-1 != len(cmd.args) {
+		} else if n := len(pos) - 1; n != len(cmd.args) && (n < len(cmd.args) || !repeats(cmd.args)) {
 			err = cli.Usagef("%s takes %s", pos[0], describeArgs(cmd.args))
 		} else if opts.json && !cmd.json {
 			err = cli.Usagef("--json is for limits, workers and inspect; %s prints text", pos[0])
@@ -186,11 +188,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return cli.Report(stderr, prog, cmd.run(ctx, f, opts, pos[1:], stdout))
 }
 
+// repeats reports whether the last of a command's arguments may repeat.
+func repeats(names []string) bool {
+	return len(names) > 0 && strings.HasSuffix(names[len(names)-1], "...")
+}
+
 func describeArgs(names []string) string {
 	switch len(names) {
 	case 0:
 		return "no argument"
 	case 1:
+		if repeats(names) {
+			return "one argument or more, " + names[0]
+		}
 		return "one argument, " + names[0]
 	}
 	return fmt.Sprintf("%d arguments, %s", len(names), strings.Join(names, " "))
