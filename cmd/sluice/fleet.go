@@ -95,8 +95,8 @@ type limitView struct {
 	// Specs are every limit of the type, one spec each, when it has more
 	// than one (what sluice set takes back).
 	Specs  []string `json:"specs,omitempty"`
-	Source string `json:"source"` // runtime, or what the workers say (flag, file)
-	SetBy  string `json:"set_by,omitempty"`
+	Source string   `json:"source"` // runtime, or what the workers say (flag, file)
+	SetBy  string   `json:"set_by,omitempty"`
 	// Malformed says why a runtime entry does not parse (written by another
 	// version, or by hand): no worker applies it.
 	Malformed string   `json:"malformed,omitempty"`
