@@ -81,4 +81,3 @@ func TestNamedLimitsBindTogether(t *testing.T) {
 	assert.Contains(t, keys, keyPrefix+"{http:request}{tokens}:http:request")
 	assert.Contains(t, keys, keyPrefix+"{http:request}{requests}:http:request")
 }
-
