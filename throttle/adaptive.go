@@ -24,9 +24,9 @@ const (
 // Pass it as the policy of Acquire, Reserve or TryAcquire: the same store
 // call reads the effective rate and takes the tokens at it, so every
 // process follows a change at its next call. Tell the store how the
-// upstream answered with Limiter.Report (or an Adapter, which batches the
-// reports); Limiter.AdaptiveLimit reads the rate without taking anything.
-// workers.Policy.Adapt and httplimit.Transport.Adapt do all of it.
+// upstream answered with Limiter.Refused, Limiter.Succeeded and
+// Limiter.Announced; Limiter.AdaptiveLimit reads the rate without taking
+// anything. workers.Policy.Adapt and httplimit.Transport.Adapt do all of it.
 type Adaptive struct {
 	Ceiling Limit
 	// Floor is the least effective rate, per Ceiling.Period; 0 means a tenth
@@ -94,23 +94,22 @@ func (a Adaptive) op(name string, n float64) adaptOp {
 		ttlMillis: adaptTTL.Milliseconds(), quiet: int64(adaptQuiet / time.Microsecond)}
 }
 
-// Answer is how an upstream answered one or more requests made under an
-// adaptive bucket, for Limiter.Report.
-type Answer struct {
-	// Refused: the upstream refused a request for its rate (429, or 503 with
+// answer is how an upstream answered one or more requests made under an
+// adaptive bucket, for report.
+type answer struct {
+	// refused: the upstream refused a request for its rate (429, or 503 with
 	// Retry-After).
-	Refused bool
-	// Succeeded counts requests it served.
-	Succeeded int
-	// Quota, if positive, is the rate the upstream announced (RateLimit
+	refused bool
+	// succeeded counts requests it served.
+	succeeded int
+	// quota, if positive, is the rate the upstream announced (RateLimit
 	// headers), per Ceiling.Period: the fleet adopts it, up to the ceiling.
-	Quota float64
+	quota float64
 }
 
-// AdaptiveLimit returns the Limit that bucket key takes tokens under now: a's
-// ceiling at the fleet's effective rate (its burst scaled with it), and that
-// rate's state. It reads the store, taking nothing.
-func (l *Limiter) AdaptiveLimit(ctx context.Context, key string, a Adaptive) (Limit, AdaptState, error) {
+// readAdaptive is AdaptiveLimit read from the store, never from the
+// Limiter's last reading.
+func (l *Limiter) readAdaptive(ctx context.Context, key string, a Adaptive) (Limit, AdaptState, error) {
 	st, err := l.adapt(ctx, key, a, a.op("read", 0))
 	if err != nil {
 		return a.Ceiling, st, err
@@ -118,25 +117,25 @@ func (l *Limiter) AdaptiveLimit(ctx context.Context, key string, a Adaptive) (Li
 	return a.limitAt(st.Rate), st, nil
 }
 
-// Report tells the store how the upstream answered requests made under
+// report tells the store how the upstream answered requests made under
 // bucket key's adaptive limit a: a refusal lowers the effective rate (once
 // per overload episode, for the whole fleet), successes raise it back toward
 // the ceiling, an announced quota sets it. It returns the state after.
-func (l *Limiter) Report(ctx context.Context, key string, a Adaptive, ans Answer) (AdaptState, error) {
+func (l *Limiter) report(ctx context.Context, key string, a Adaptive, ans answer) (AdaptState, error) {
 	var st AdaptState
 	var err error
-	if ans.Quota > 0 {
-		if st, err = l.adapt(ctx, key, a, a.op("announce", ans.Quota)); err != nil {
+	if ans.quota > 0 {
+		if st, err = l.adapt(ctx, key, a, a.op("announce", ans.quota)); err != nil {
 			return st, err
 		}
 	}
-	if ans.Refused {
+	if ans.refused {
 		if st, err = l.adapt(ctx, key, a, a.op("refused", 0)); err != nil {
 			return st, err
 		}
 	}
-	if ans.Succeeded > 0 {
-		st, err = l.adapt(ctx, key, a, a.op("ok", float64(ans.Succeeded)))
+	if ans.succeeded > 0 {
+		st, err = l.adapt(ctx, key, a, a.op("ok", float64(ans.succeeded)))
 	}
 	return st, err
 }
@@ -151,14 +150,7 @@ func (l *Limiter) adapt(ctx context.Context, key string, a Adaptive, o adaptOp) 
 	if err := a.Validate(); err != nil {
 		return AdaptState{}, err
 	}
-	var st AdaptState
-	_, local, _, err := l.storeCall(ctx, "adapt", func() (err error) {
-		st, err = l.store.adapt(ctx, l.cfg.prefix, key, o)
-		return err
-	})
-	if local { // the store is down under FailLocal: the ceiling, this process's share
-		return AdaptState{Rate: a.Ceiling.Rate, Reason: adaptCeiling}, nil
-	}
+	st, err := l.seam.adapt(ctx, l.cfg.prefix, key, o)
 	if err != nil {
 		return AdaptState{Rate: a.Ceiling.Rate, Reason: adaptCeiling}, fmt.Errorf("throttle: adaptive %s: %w", key, err)
 	}

@@ -104,5 +104,6 @@ func (f fixedTB) rate() float64 {
 }
 
 func (f fixedTB) open(st memState, now, cool int64) module {
-	return &tbModule{tatModule: openTAT(st, now, f.t, cool), burst: f.burst}
+	m := openTB(st, now, f.t, f.burst, cool)
+	return &m
 }

@@ -24,7 +24,7 @@ func TestAdaptivePolicyTakesTheEffectiveRate(t *testing.T) {
 			clock.at(0)
 			lim := NewLimiter(store, WithKeyPrefix(redistest.Prefix(t)))
 			// Another process learned 40/s (an announced quota).
-			_, err := lim.Report(ctx, "api", adaptive80, Answer{Quota: 40})
+			_, err := lim.report(ctx, "api", adaptive80, answer{quota: 40})
 			require.NoError(t, err)
 			twin := Limit{Rate: 40, Period: time.Second, Burst: 4}
 			for i := range 6 {
@@ -42,7 +42,7 @@ func TestAdaptivePolicyTakesTheEffectiveRate(t *testing.T) {
 
 			// Back at the ceiling, the ceiling's T and burst again.
 			clock.at(10_000_000)
-			_, err = lim.Report(ctx, "api", adaptive80, Answer{Quota: 500})
+			_, err = lim.report(ctx, "api", adaptive80, answer{quota: 500})
 			require.NoError(t, err)
 			for i := range 9 {
 				r, err := lim.TryAcquire(ctx, "api", adaptive80, 1)
@@ -64,7 +64,7 @@ func TestAdaptivePolicyRefundsAtTheRateTaken(t *testing.T) {
 			clock.at(0)
 			lim := NewLimiter(store, WithKeyPrefix(redistest.Prefix(t)))
 			for _, key := range []string{"api", "twin"} {
-				_, err := lim.Report(ctx, key, perMinute, Answer{Quota: 40}) // T 1.5 s, burst 4
+				_, err := lim.report(ctx, key, perMinute, answer{quota: 40}) // T 1.5 s, burst 4
 				require.NoError(t, err)
 				for range 4 {
 					_, err := lim.Reserve(ctx, key, perMinute, 1, time.Hour)
@@ -76,7 +76,7 @@ func TestAdaptivePolicyRefundsAtTheRateTaken(t *testing.T) {
 			assert.InDelta(t, 40, r.AdaptiveRate(), 1e-9)
 			assert.Greater(t, r.Delay(), time.Second, "the fifth waits a turn of 1.5 s")
 
-			_, err = lim.Report(ctx, "api", perMinute, Answer{Quota: 20}) // T 3 s now
+			_, err = lim.report(ctx, "api", perMinute, answer{quota: 20}) // T 3 s now
 			require.NoError(t, err)
 			require.NoError(t, r.Cancel(ctx))
 
@@ -107,19 +107,19 @@ func TestAdaptivePolicyLockstep(t *testing.T) {
 		for step := range 300 {
 			now += rng.Int64N(60_000)
 			clock.at(now)
-			ans, n := Answer{}, 1+rng.IntN(3)
+			ans, n := answer{}, 1+rng.IntN(3)
 			switch rng.IntN(6) {
 			case 0:
-				ans.Refused = true
+				ans.refused = true
 			case 1:
-				ans.Quota = float64(1 + rng.IntN(120))
+				ans.quota = float64(1 + rng.IntN(120))
 			case 2:
-				ans.Succeeded = 1 + rng.IntN(40)
+				ans.succeeded = 1 + rng.IntN(40)
 			}
 			var want *Result
 			for name, lim := range lims {
-				if ans != (Answer{}) {
-					_, err := lim.Report(ctx, "k", adaptive80, ans)
+				if ans != (answer{}) {
+					_, err := lim.report(ctx, "k", adaptive80, ans)
 					require.NoError(t, err)
 				}
 				got, err := lim.TryAcquire(ctx, "k", adaptive80, n)

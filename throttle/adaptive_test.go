@@ -27,23 +27,23 @@ func TestAdaptiveLaw(t *testing.T) {
 			clock.at(0)
 			lim := NewLimiter(store, WithKeyPrefix(redistest.Prefix(t)))
 			key := "api"
-			l, st, err := lim.AdaptiveLimit(ctx, key, adaptive80)
+			l, st, err := lim.readAdaptive(ctx, key, adaptive80)
 			require.NoError(t, err)
 			assert.Equal(t, adaptive80.Ceiling, l, "untouched: the ceiling")
 			assert.Equal(t, "ceiling", st.Reason)
 
 			// 50 successes over the first second, then a 429: the upstream
 			// let 50/s through, so the rate drops under that, not just ×0.7.
-			_, err = lim.Report(ctx, key, adaptive80, Answer{Succeeded: 1})
+			_, err = lim.report(ctx, key, adaptive80, answer{succeeded: 1})
 			require.NoError(t, err)
 			clock.at(1_000_000)
-			_, err = lim.Report(ctx, key, adaptive80, Answer{Succeeded: 49})
+			_, err = lim.report(ctx, key, adaptive80, answer{succeeded: 49})
 			require.NoError(t, err)
-			st, err = lim.Report(ctx, key, adaptive80, Answer{Refused: true})
+			st, err = lim.report(ctx, key, adaptive80, answer{refused: true})
 			require.NoError(t, err)
 			assert.InDelta(t, 44.1, st.Rate, 0.01, "0.9 × the 49/s measured from the first success on")
 			assert.Equal(t, "429", st.Reason)
-			l, _, err = lim.AdaptiveLimit(ctx, key, adaptive80)
+			l, _, err = lim.readAdaptive(ctx, key, adaptive80)
 			require.NoError(t, err)
 			assert.InDelta(t, 44.1, l.Rate, 0.01)
 			assert.Equal(t, 4, l.Burst, "the burst scales with the rate")
@@ -51,54 +51,54 @@ func TestAdaptiveLaw(t *testing.T) {
 			// More refusals in the same episode (other processes saw the same
 			// overload): no further decrease.
 			clock.at(1_500_000)
-			st, err = lim.Report(ctx, key, adaptive80, Answer{Refused: true})
+			st, err = lim.report(ctx, key, adaptive80, answer{refused: true})
 			require.NoError(t, err)
 			assert.InDelta(t, 44.1, st.Rate, 0.01, "one decrease per episode")
 
 			// After the episode, a refusal with no successes to measure: ×0.6,
 			// and that rate is the reference to probe from.
 			clock.at(2_100_000)
-			st, err = lim.Report(ctx, key, adaptive80, Answer{Refused: true})
+			st, err = lim.report(ctx, key, adaptive80, answer{refused: true})
 			require.NoError(t, err)
 			assert.InDelta(t, 26.46, st.Rate, 0.01)
 
 			// No climb within 2 s of a decrease.
 			clock.at(4_000_000)
-			st, err = lim.Report(ctx, key, adaptive80, Answer{Succeeded: 10})
+			st, err = lim.report(ctx, key, adaptive80, answer{succeeded: 10})
 			require.NoError(t, err)
 			assert.InDelta(t, 26.46, st.Rate, 0.01, "quiet after a decrease")
 
 			// Then, per second since the decrease: +0.5 % of the ceiling (0.4/s)
 			// near the reference.
 			clock.at(5_100_000)
-			st, err = lim.Report(ctx, key, adaptive80, Answer{Succeeded: 10})
+			st, err = lim.report(ctx, key, adaptive80, answer{succeeded: 10})
 			require.NoError(t, err)
 			assert.InDelta(t, 27.66, st.Rate, 0.01, "+0.4 three times")
 			assert.Equal(t, "recovery", st.Reason)
 			clock.at(200_000_000)
-			st, err = lim.Report(ctx, key, adaptive80, Answer{Succeeded: 1})
+			st, err = lim.report(ctx, key, adaptive80, answer{succeeded: 1})
 			require.NoError(t, err)
 			assert.InDelta(t, 80, st.Rate, 0.01, "back to the ceiling, never above")
 			assert.Equal(t, "ceiling", st.Reason, "and following it again")
 
 			// An announced quota is adopted, up to the ceiling; it does not
 			// drift up by itself.
-			st, err = lim.Report(ctx, key, adaptive80, Answer{Quota: 50})
+			st, err = lim.report(ctx, key, adaptive80, answer{quota: 50})
 			require.NoError(t, err)
 			assert.InDelta(t, 50, st.Rate, 0.01)
 			assert.Equal(t, "header", st.Reason)
 			clock.at(230_000_000)
-			st, err = lim.Report(ctx, key, adaptive80, Answer{Succeeded: 100})
+			st, err = lim.report(ctx, key, adaptive80, answer{succeeded: 100})
 			require.NoError(t, err)
 			assert.InDelta(t, 50, st.Rate, 0.01)
-			st, err = lim.Report(ctx, key, adaptive80, Answer{Quota: 500})
+			st, err = lim.report(ctx, key, adaptive80, answer{quota: 500})
 			require.NoError(t, err)
 			assert.InDelta(t, 80, st.Rate, 0.01, "capped at the ceiling")
 
 			// Never below the floor.
 			for i := range 20 {
 				clock.at(240_000_000 + int64(i)*2_000_000)
-				st, err = lim.Report(ctx, key, adaptive80, Answer{Refused: true})
+				st, err = lim.report(ctx, key, adaptive80, answer{refused: true})
 				require.NoError(t, err)
 			}
 			assert.InDelta(t, 5, st.Rate, 0.01)
@@ -122,18 +122,18 @@ func TestAdaptiveLockstep(t *testing.T) {
 		for step := range 200 {
 			now += rng.Int64N(700_000)
 			clock.at(now)
-			ans := Answer{}
+			ans := answer{}
 			switch rng.IntN(4) {
 			case 0:
-				ans.Refused = true
+				ans.refused = true
 			case 1:
-				ans.Quota = float64(rng.IntN(120))
+				ans.quota = float64(rng.IntN(120))
 			default:
-				ans.Succeeded = 1 + rng.IntN(40)
+				ans.succeeded = 1 + rng.IntN(40)
 			}
 			var want *AdaptState
 			for name, lim := range lims {
-				st, err := lim.Report(ctx, "k", adaptive80, ans)
+				st, err := lim.report(ctx, "k", adaptive80, ans)
 				require.NoError(t, err)
 				if want == nil {
 					want = &st
@@ -148,9 +148,9 @@ func TestAdaptiveLockstep(t *testing.T) {
 
 func TestAdaptiveInvalid(t *testing.T) {
 	lim := NewLimiter(NewMemoryStore())
-	_, _, err := lim.AdaptiveLimit(context.Background(), "k", Adaptive{Ceiling: Limit{Rate: 10, Period: time.Second, Burst: 1}, Floor: 20})
+	_, _, err := lim.readAdaptive(context.Background(), "k", Adaptive{Ceiling: Limit{Rate: 10, Period: time.Second, Burst: 1}, Floor: 20})
 	assert.ErrorIs(t, err, ErrInvalid)
-	_, err = lim.Report(context.Background(), "", adaptive80, Answer{Refused: true})
+	_, err = lim.report(context.Background(), "", adaptive80, answer{refused: true})
 	assert.ErrorIs(t, err, ErrInvalid)
 }
 
@@ -162,16 +162,16 @@ func TestAdaptiveRecoversFast(t *testing.T) {
 	clock := newFakeClock()
 	lim := NewLimiter(NewMemoryStore(WithClock(clock)))
 	clock.at(0)
-	_, err := lim.Report(ctx, "k", adaptive80, Answer{Succeeded: 1})
+	_, err := lim.report(ctx, "k", adaptive80, answer{succeeded: 1})
 	require.NoError(t, err)
 	clock.at(1_000_000)
-	_, err = lim.Report(ctx, "k", adaptive80, Answer{Succeeded: 20})
+	_, err = lim.report(ctx, "k", adaptive80, answer{succeeded: 20})
 	require.NoError(t, err)
-	st, err := lim.Report(ctx, "k", adaptive80, Answer{Refused: true})
+	st, err := lim.report(ctx, "k", adaptive80, answer{refused: true})
 	require.NoError(t, err)
 	assert.InDelta(t, 18, st.Rate, 0.01, "0.9 × 20/s measured")
 	clock.at(6_000_000) // 5 s later: ×1.25 per second, up to 0.8 × 80
-	st, err = lim.Report(ctx, "k", adaptive80, Answer{Succeeded: 1})
+	st, err = lim.report(ctx, "k", adaptive80, answer{succeeded: 1})
 	require.NoError(t, err)
 	assert.InDelta(t, 18*1.25*1.25*1.25*1.25*1.25, st.Rate, 0.01)
 }
@@ -181,9 +181,9 @@ func TestAdaptiveRecoversFast(t *testing.T) {
 func TestAdaptiveFollowsTheCeiling(t *testing.T) {
 	ctx := context.Background()
 	lim := NewLimiter(NewMemoryStore())
-	_, err := lim.Report(ctx, "k", Adaptive{Ceiling: Limit{Rate: 20, Period: time.Second, Burst: 2}}, Answer{Succeeded: 5})
+	_, err := lim.report(ctx, "k", Adaptive{Ceiling: Limit{Rate: 20, Period: time.Second, Burst: 2}}, answer{succeeded: 5})
 	require.NoError(t, err)
-	l, st, err := lim.AdaptiveLimit(ctx, "k", adaptive80)
+	l, st, err := lim.readAdaptive(ctx, "k", adaptive80)
 	require.NoError(t, err)
 	assert.Equal(t, adaptive80.Ceiling, l)
 	assert.Equal(t, "ceiling", st.Reason)

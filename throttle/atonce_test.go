@@ -67,7 +67,7 @@ func TestBatchAtOnceIsExact(t *testing.T) {
 						batchKey, singleKey := fmt.Sprint("batch", round), fmt.Sprint("single", round)
 						if pq.quota > 0 {
 							for _, key := range []string{batchKey, singleKey} {
-								_, err := lim.Report(ctx, key, adaptive, Answer{Quota: pq.quota})
+								_, err := lim.report(ctx, key, adaptive, answer{quota: pq.quota})
 								require.NoError(t, err)
 							}
 						}

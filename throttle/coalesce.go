@@ -52,7 +52,11 @@ func shapeOf(req *request) (shape, bool) {
 	return s, true
 }
 
+// coalescer is the coalescing layer (stack): it changes how reserve reaches
+// the layers below, and passes every other call to them.
 type coalescer struct {
+	seam           // the layers below
+	lim   *Limiter // whose Reservation gives back a grant its caller left
 	mu    sync.Mutex
 	lines map[shape]*line // a shape with a call out, and the calls queued behind it
 }
@@ -68,24 +72,29 @@ type queued struct {
 	taken     bool          // in a batch that is out
 	abandoned bool          // its caller left while its batch was out
 	d         decision
-	owner     *Limiter
 	err       error
 }
 
-func newCoalescer() *coalescer { return &coalescer{lines: make(map[shape]*line)} }
+func newCoalescer(below seam, l *Limiter) *coalescer {
+	return &coalescer{seam: below, lim: l, lines: make(map[shape]*line)}
+}
 
-// decide is Limiter.decide through the line of req's shape.
-func (c *coalescer) decide(ctx context.Context, l *Limiter, sh shape, req *request) (decision, *Limiter, error) {
+// reserve is reserve through the line of req's shape, for a call that has one.
+func (c *coalescer) reserve(ctx context.Context, req request) (decision, request, error) {
+	sh, ok := shapeOf(&req)
+	if !ok {
+		return c.seam.reserve(ctx, req)
+	}
 	c.mu.Lock()
 	ln := c.lines[sh]
 	if ln == nil {
 		c.lines[sh] = &line{}
 		c.mu.Unlock()
-		d, owner, err := l.decideOne(ctx, req)
-		c.next(l, sh)
-		return d, owner, err
+		d, req, err := c.seam.reserve(ctx, req)
+		c.next(sh)
+		return d, req, err
 	}
-	q := &queued{ctx: ctx, req: *req, done: make(chan struct{})}
+	q := &queued{ctx: ctx, req: req, done: make(chan struct{})}
 	ln.queue = append(ln.queue, q)
 	c.mu.Unlock()
 
@@ -103,11 +112,10 @@ func (c *coalescer) decide(ctx context.Context, l *Limiter, sh shape, req *reque
 				c.remove(sh, q)
 			}
 			c.mu.Unlock()
-			return decision{}, nil, ctx.Err()
+			return decision{}, req, ctx.Err()
 		}
 	}
-	*req = q.req // a local answer changes the request (fallback.decide)
-	return q.d, q.owner, q.err
+	return q.d, q.req, q.err // a local answer changes the request (fallback.decide)
 }
 
 // remove takes q out of its line's queue. c.mu is held.
@@ -124,9 +132,9 @@ func (c *coalescer) remove(sh shape, q *queued) {
 // next sends the calls queued behind shape sh's call that returned, from
 // a goroutine that goes on while calls keep coming; or, if none are
 // queued, ends the line.
-func (c *coalescer) next(l *Limiter, sh shape) {
+func (c *coalescer) next(sh shape) {
 	if batch := c.take(sh); batch != nil {
-		go c.run(l, sh, batch)
+		go c.run(sh, batch)
 	}
 }
 
@@ -151,9 +159,9 @@ func (c *coalescer) take(sh shape) []*queued {
 }
 
 // run sends batches of shape sh until its queue is empty.
-func (c *coalescer) run(l *Limiter, sh shape, batch []*queued) {
+func (c *coalescer) run(sh shape, batch []*queued) {
 	for ; batch != nil; batch = c.take(sh) {
-		l.decideBatch(batch)
+		c.decideBatch(batch)
 		var lost []*queued
 		c.mu.Lock()
 		for _, q := range batch {
@@ -165,17 +173,17 @@ func (c *coalescer) run(l *Limiter, sh shape, batch []*queued) {
 		c.mu.Unlock()
 		for _, q := range lost {
 			// Its caller left: give the turn back where its slot lies ahead.
-			_ = newReservation(q.owner, q.req, q.d).Cancel(context.WithoutCancel(q.ctx))
+			_ = newReservation(c.lim, q.req, q.d).Cancel(context.WithoutCancel(q.ctx))
 		}
 	}
 }
 
-// decideBatch is decideOne for the calls of one batch, in one store call.
+// decideBatch is reserve for the calls of one batch, in one store call.
 // The call is bounded by the latest of the callers' deadlines and a grace
 // of batchGrace, or by none if one has none (the client's own timeouts then
 // bound it). A caller leaves at its own deadline without waiting for the
 // call, so each sees its own context's error, never one of the batch's.
-func (l *Limiter) decideBatch(batch []*queued) {
+func (c *coalescer) decideBatch(batch []*queued) {
 	ctx := context.WithoutCancel(batch[0].ctx)
 	var last time.Time
 	for _, q := range batch {
@@ -197,19 +205,12 @@ func (l *Limiter) decideBatch(batch []*queued) {
 	for i, q := range batch {
 		reqs[i] = q.req
 	}
-	var ds []decision
-	v, local, cause, err := l.storeCall(ctx, "reserve", func() (err error) {
-		ds, err = l.store.reserveBatch(ctx, reqs)
-		return err
-	})
+	ds, err := c.seam.reserveBatch(ctx, reqs)
 	for i, q := range batch {
-		switch {
-		case local:
-			q.d, q.owner, q.err = l.fb.decide(q.ctx, &q.req, cause)
-		case err == nil:
-			q.d, q.owner = ds[i], l
-		default:
-			q.d, q.owner, q.err = l.storeFailed(q.ctx, &q.req, v, err)
+		if err != nil {
+			q.d, q.req, q.err = c.seam.standIn(q.ctx, q.req, err)
+		} else {
+			q.d = ds[i]
 		}
 	}
 }

@@ -55,9 +55,9 @@ func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 
 // queuedBehind is how many calls wait in l's line of shape sh.
 func queuedBehind(l *Limiter, sh shape) int {
-	l.co.mu.Lock()
-	defer l.co.mu.Unlock()
-	if ln := l.co.lines[sh]; ln != nil {
+	coalescerOf(l).mu.Lock()
+	defer coalescerOf(l).mu.Unlock()
+	if ln := coalescerOf(l).lines[sh]; ln != nil {
 		return len(ln.queue)
 	}
 	return 0
@@ -234,9 +234,9 @@ func TestCoalescedCallerLeaves(t *testing.T) {
 	assert.ErrorIs(t, <-left, context.Canceled, "it returns without waiting for the store")
 	g.open()
 	require.Eventually(t, func() bool {
-		lim.co.mu.Lock()
-		defer lim.co.mu.Unlock()
-		return lim.co.lines[sh] == nil
+		coalescerOf(lim).mu.Lock()
+		defer coalescerOf(lim).mu.Unlock()
+		return coalescerOf(lim).lines[sh] == nil
 	}, 10*time.Second, time.Millisecond, "the batch and its refund are done")
 	st, err = lim.Peek(ctx, "leave", l)
 	require.NoError(t, err)
@@ -255,7 +255,9 @@ func TestCoalescedStoreDown(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			// A bound against a hang, not a speed test: each failed batch
+			// takes go-redis's dial retries, longer on a loaded machine.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			_, errs[i] = lim.TryAcquire(ctx, "down", Limit{Rate: 10, Burst: 1}, 1)
 		}()
@@ -264,5 +266,19 @@ func TestCoalescedStoreDown(t *testing.T) {
 	for _, err := range errs {
 		var se *StoreError
 		assert.ErrorAs(t, err, &se)
+	}
+}
+
+// coalescerOf is l's coalescing layer, or nil if stack gave it none.
+func coalescerOf(l *Limiter) *coalescer {
+	for s := l.seam; ; {
+		switch x := s.(type) {
+		case *coalescer:
+			return x
+		case *prefetcher:
+			s = x.seam
+		default:
+			return nil
+		}
 	}
 }

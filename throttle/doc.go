@@ -20,6 +20,11 @@
 // context ends first, what it took goes back where the policy allows. See
 // docs/throttle-design.md for the state machines and the Lua replies.
 //
+// A Limiter calls its store through layers its options choose once, in
+// [NewLimiter]: the failure policy ([FailClosed], [FailOpen], [FailLocal])
+// next to the store, and over a RedisStore the coalescing of concurrent
+// calls (unless [WithoutCoalescing]) and [WithPrefetch].
+//
 // A [Limit] or [LeakyBucket] keeps its rate exactly, from one token a year to
 // 10⁹ a second (a byte rate: 125,000,000 a second is a gigabit): its time
 // per token and its state are kept to the picosecond, on Redis and in

@@ -48,10 +48,10 @@ func (h fixedHosts) Hosts() int { return int(h) }
 // calls made to it: the first that fails switches the mode, and the first
 // answered switches it back.
 func (l *Limiter) Mode() string {
-	if l.fb != nil && l.fb.down.Load() {
-		return ModeFallback
+	if l.seam == nil { // a Limiter with a configuration error has no store to judge
+		return ModeShared
 	}
-	return l.hl.mode()
+	return l.seam.mode()
 }
 
 // fallback is the state of FailLocal: the mode, when the store may be asked
@@ -63,7 +63,6 @@ type fallback struct {
 	clock    Clock // nil: time.Now
 	onChange func(mode string, err error)
 	tel      *telemetry
-	local    *Limiter     // over mem; owns the reservations made in fallback
 	mem      *MemoryStore // the local store, which never fails
 
 	down atomic.Bool // in ModeFallback; read without mu on the fast path
@@ -92,9 +91,7 @@ func newFallback(c config, tel *telemetry) (*fallback, error) {
 		opts = append(opts, WithClock(c.clock))
 	}
 	f := &fallback{hosts: c.hosts, interval: c.probeInterval, clock: c.clock, onChange: c.onModeChange, tel: tel}
-	// Only Reservation uses this Limiter: for its store, telemetry and refund timeout.
 	f.mem = NewMemoryStore(opts...)
-	f.local = &Limiter{store: f.mem, cfg: c, tel: tel}
 	tel.inMode(context.Background(), false, 1)
 	return f, nil
 }
@@ -223,20 +220,21 @@ func (f *fallback) lastCause() error {
 // decide answers req from the local bucket at this host's share of each
 // limit; cause is the store failure it stands in for, returned when the local
 // bucket cannot serve req. On success *req becomes the request the local store
-// answered and the Limiter returned, over the local store, owns any
-// reservation made from the decision, so that Cancel refunds it there.
-func (f *fallback) decide(ctx context.Context, req *request, cause error) (decision, *Limiter, error) {
+// answered, and the decision is marked local, so that a Cancel of a
+// reservation made from it refunds it there (failure.refund).
+func (f *fallback) decide(ctx context.Context, req *request, cause error) (decision, error) {
 	loc, err := f.share(*req, cause)
 	if err != nil {
 		f.tel.outcome(ctx, req.one.Key, outError)
-		return decision{}, nil, err
+		return decision{}, err
 	}
 	d := f.mem.decide(loc)
+	d.local = true
 	if d.granted {
 		f.tel.fallback.Add(ctx, 1)
 	}
 	*req = loc
-	return d, f.local, nil
+	return d, nil
 }
 
 // share is req with every bucket cut to this host's share of its policy

@@ -162,7 +162,7 @@ func (l *Limiter) hold(ctx context.Context, key string, c Concurrency, wait bool
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	lease, err := l.holdShared(ctx, h, wait)
+	lease, err := l.seam.hold(ctx, h, wait)
 	if err != nil {
 		span.RecordError(err)
 	}
@@ -187,13 +187,12 @@ func (l *Limiter) checkHold(key string, c Concurrency) (*holdCall, error) {
 	return &holdCall{owner: l, hs: hs, prefix: l.cfg.prefix, key: key, max: c.Max, lease: c.lease(), id: newLeaseID()}, nil
 }
 
-// holdShared holds a slot in the Limiter's store, applying the failure
-// policy as decide does; under FailLocal in fallback mode it goes straight to
-// the local store.
-func (l *Limiter) holdShared(ctx context.Context, h *holdCall, wait bool) (*Lease, error) {
-	local, probe := l.fb.begin()
+// hold holds a slot in the store, applying the failure policy as reserve
+// does; under FailLocal in fallback mode it goes straight to the local store.
+func (g *failure) hold(ctx context.Context, h *holdCall, wait bool) (*Lease, error) {
+	local, probe := g.fb.begin()
 	if local {
-		return l.holdLocal(ctx, h, wait, l.fb.lastCause())
+		return g.holdLocal(ctx, h, wait, g.fb.lastCause())
 	}
 	begun := time.Now()
 	room := h.hs.waiters()
@@ -201,45 +200,45 @@ func (l *Limiter) holdShared(ctx context.Context, h *holdCall, wait bool) (*Leas
 		// Holds of this key already wait here: the key is full. Queue behind
 		// them without asking the store, and keep their order.
 		if w := room.enter(semKey(h.prefix, h.key)); w != nil {
-			return l.await(ctx, h, w, false, begun)
+			return g.await(ctx, h, w, false, begun)
 		}
 	}
 	start := callStart(ctx)
 	r, err := h.ask(ctx)
 	if err != nil {
-		return l.holdFailed(ctx, h, wait, l.settle(ctx, start, probe, "hold", err), err)
+		return g.holdFailed(ctx, h, wait, g.settle(ctx, start, probe, "hold", err), err)
 	}
-	l.settle(ctx, start, probe, "hold", nil)
-	return l.answered(ctx, h, r, wait, begun)
+	g.settle(ctx, start, probe, "hold", nil)
+	return g.answered(ctx, h, r, wait, begun)
 }
 
 // answered handles the reply to a Hold's first ask.
-func (l *Limiter) answered(ctx context.Context, h *holdCall, r holdReply, wait bool, begun time.Time) (*Lease, error) {
+func (g *failure) answered(ctx context.Context, h *holdCall, r holdReply, wait bool, begun time.Time) (*Lease, error) {
 	if r.granted {
-		l.tel.outcome(ctx, h.key, outGranted)
+		g.tel.outcome(ctx, h.key, outGranted)
 		h.hs.waiters().granted(nil, semKey(h.prefix, h.key), r.unannounced(h.max))
 		return newLease(h), nil
 	}
 	if !wait {
-		l.tel.outcome(ctx, h.key, outDenied)
+		g.tel.outcome(ctx, h.key, outDenied)
 		return nil, &LimitedError{RetryAfter: micros(r.wait)}
 	}
 	trace.SpanFromContext(ctx).AddEvent("wait")
 	w, again := h.hs.waiters().join(semKey(h.prefix, h.key), localTime(r.wait))
-	return l.await(ctx, h, w, again, begun)
+	return g.await(ctx, h, w, again, begun)
 }
 
 // await waits for w's turn to ask and asks (at once if asking), until a
 // slot is granted, ctx ends, or the store fails. Nothing polls: w asks again
 // only when a release wakes it or, at the head of the queue, when the
 // earliest lease runs out.
-func (l *Limiter) await(ctx context.Context, h *holdCall, w *holdWaiter, asking bool, begun time.Time) (*Lease, error) {
+func (g *failure) await(ctx context.Context, h *holdCall, w *holdWaiter, asking bool, begun time.Time) (*Lease, error) {
 	room := h.hs.waiters()
 	for {
 		if !asking {
 			if err := room.wait(ctx, w); err != nil {
 				room.leave(w)
-				l.tel.outcome(ctx, h.key, outCanceled)
+				g.tel.outcome(ctx, h.key, outCanceled)
 				return nil, err
 			}
 		}
@@ -248,16 +247,16 @@ func (l *Limiter) await(ctx context.Context, h *holdCall, w *holdWaiter, asking 
 		if err != nil {
 			room.leave(w)
 			if ctx.Err() != nil {
-				l.forget(ctx, h)
-				l.tel.outcome(ctx, h.key, outCanceled)
+				g.forget(ctx, h)
+				g.tel.outcome(ctx, h.key, outCanceled)
 				return nil, ctx.Err()
 			}
-			return l.holdFailed(ctx, h, true, l.settle(ctx, start, false, "hold", err), err)
+			return g.holdFailed(ctx, h, true, g.settle(ctx, start, false, "hold", err), err)
 		}
 		if r.granted {
 			room.granted(w, semKey(h.prefix, h.key), r.unannounced(h.max))
-			l.tel.waited(ctx, h.key, time.Since(begun))
-			l.tel.outcome(ctx, h.key, outWaited)
+			g.tel.waited(ctx, h.key, time.Since(begun))
+			g.tel.outcome(ctx, h.key, outWaited)
 			return newLease(h), nil
 		}
 		// Ask again at once if a release came while it asked: the ask may have missed it.
@@ -266,19 +265,19 @@ func (l *Limiter) await(ctx context.Context, h *holdCall, w *holdWaiter, asking 
 }
 
 // holdFailed applies the failure policy to a Hold whose store call failed.
-func (l *Limiter) holdFailed(ctx context.Context, h *holdCall, wait bool, v verdict, err error) (*Lease, error) {
-	l.forget(ctx, h)
+func (g *failure) holdFailed(ctx context.Context, h *holdCall, wait bool, v verdict, err error) (*Lease, error) {
+	g.forget(ctx, h)
 	if v == failed {
-		switch l.cfg.failure {
+		switch g.cfg.failure {
 		case FailOpen:
-			l.tel.failOpen.Add(ctx, 1)
-			l.tel.outcome(ctx, h.key, outFailOpen)
+			g.tel.failOpen.Add(ctx, 1)
+			g.tel.outcome(ctx, h.key, outFailOpen)
 			return &Lease{key: h.key, lost: make(chan struct{})}, nil
 		case FailLocal:
-			return l.holdLocal(ctx, h, wait, err)
+			return g.holdLocal(ctx, h, wait, err)
 		}
 	}
-	l.tel.outcome(ctx, h.key, outError)
+	g.tel.outcome(ctx, h.key, outError)
 	return nil, err
 }
 
@@ -286,39 +285,39 @@ func (l *Limiter) holdFailed(ctx context.Context, h *holdCall, wait bool, v verd
 // have taken (a timed-out script can run after the client gave up), bounded
 // by the refund timeout; if that fails too, the slot comes back when its
 // lease runs out, as it was never renewed.
-func (l *Limiter) forget(ctx context.Context, h *holdCall) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.refundTimeout)
+func (g *failure) forget(ctx context.Context, h *holdCall) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.refundTimeout)
 	defer cancel()
 	_, _ = h.hs.release(rctx, h.prefix, h.key, h.id)
 }
 
 // holdLocal holds a slot in FailLocal's local store, at this host's share of
 // the semaphore, standing in for the store failure cause.
-func (l *Limiter) holdLocal(ctx context.Context, h *holdCall, wait bool, cause error) (*Lease, error) {
-	n := l.fb.hosts.Hosts()
+func (g *failure) holdLocal(ctx context.Context, h *holdCall, wait bool, cause error) (*Lease, error) {
+	n := g.fb.hosts.Hosts()
 	if n < 1 {
-		l.tel.outcome(ctx, h.key, outError)
+		g.tel.outcome(ctx, h.key, outError)
 		return nil, fmt.Errorf("%w; local fallback: the number of hosts is unknown (%d)", cause, n)
 	}
-	mem := l.fb.mem
-	lh := &holdCall{owner: l.fb.local, hs: mem, prefix: h.prefix, key: h.key, max: max(1, h.max/n), lease: h.lease, id: h.id}
+	mem := g.fb.mem
+	lh := &holdCall{owner: h.owner, hs: mem, prefix: h.prefix, key: h.key, max: max(1, h.max/n), lease: h.lease, id: h.id}
 	begun := time.Now()
 	if wait {
 		if w := mem.waiters().enter(semKey(lh.prefix, lh.key)); w != nil {
-			lease, err := l.await(ctx, lh, w, false, begun)
-			return l.countLocal(ctx, lease, err)
+			lease, err := g.await(ctx, lh, w, false, begun)
+			return g.countLocal(ctx, lease, err)
 		}
 	}
 	lh.asked = time.Now()
 	r := mem.holdNow(lh.prefix, lh.key, lh.max, int64(lh.lease/time.Microsecond), lh.id)
-	lease, err := l.answered(ctx, lh, r, wait, begun)
-	return l.countLocal(ctx, lease, err)
+	lease, err := g.answered(ctx, lh, r, wait, begun)
+	return g.countLocal(ctx, lease, err)
 }
 
 // countLocal counts a slot held by FailLocal's local store.
-func (l *Limiter) countLocal(ctx context.Context, lease *Lease, err error) (*Lease, error) {
+func (g *failure) countLocal(ctx context.Context, lease *Lease, err error) (*Lease, error) {
 	if err == nil {
-		l.tel.fallback.Add(ctx, 1)
+		g.tel.fallback.Add(ctx, 1)
 	}
 	return lease, err
 }

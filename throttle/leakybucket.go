@@ -115,9 +115,7 @@ func (m *lbModule) tail(now int64, n int, maxWait int64) (int64, bool, int64) {
 	return m.tat.ceil(), true, 0
 }
 
-func (m *lbModule) figures(now int64) (int, int64) {
-	return int(left(m.tat.sub(whole(now)), m.t, m.capacity)), m.tat.ceil() - now
-}
+func (m *lbModule) figures(now int64) (int, int64) { return m.figuresOf(now, m.capacity) }
 
 func (m *lbModule) rollback(now int64, n int, handle pico, hs *holes) {
 	m.rollbackTo(m, handle, whole(max(now, m.cool)), hs)

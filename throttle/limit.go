@@ -118,7 +118,15 @@ func (l Limit) share(hosts int) algo {
 }
 
 func (l Limit) open(st memState, now, cool int64) module {
-	return &tbModule{tatModule: openTAT(st, now, l.pace(), cool), burst: int64(l.Burst)}
+	m := openTB(st, now, l.pace(), int64(l.Burst), cool)
+	return &m
+}
+
+// openTB is the token bucket of T t and burst over state st at now: the
+// one Go token bucket, which the general path takes as a module (Limit.open)
+// and the memory store's quick path calls as it is (memory_fast.go).
+func openTB(st memState, now int64, t pico, burst, cool int64) tbModule {
+	return tbModule{tatModule: openTAT(st, now, t, cool), burst: burst}
 }
 
 // tbModule is lua/tb.lua in Go.
@@ -129,24 +137,17 @@ type tbModule struct {
 
 // tail: n fit once the TAT after taking them is at most burst·T ahead.
 func (m *tbModule) tail(now int64, n int, _ int64) (int64, bool, int64) {
-	return max(now, m.tat.sub(m.t.times(m.burst-int64(n))).ceil()), true, 0
+	return tbTail(m.tat, m.t, m.burst, now, n), true, 0
 }
 
-func (m *tbModule) figures(now int64) (int, int64) {
-	return int(left(m.tat.sub(whole(now)), m.t, m.burst)), m.tat.ceil() - now
+// tbTail is the earliest µs at or after now at which a token bucket of T t
+// and size burst whose TAT is tat can grant n: the token bucket's decision,
+// which its module (tail) and the memory store's quick path both make here.
+func tbTail(tat, t pico, burst, now int64, n int) int64 {
+	return max(now, tat.subTimes(t, burst-int64(n)).ceil())
 }
 
-// left is what a bucket of size tokens of T holds when its TAT is ahead of
-// now: size − ⌈ahead/T⌉, at least 0 (for a token bucket that is
-// ⌊(size·T − ahead)/T⌋).
-func left(ahead, t pico, size int64) int64 {
-	if ahead.us >= fitsPS || t.us >= fitsPS { // the quotient must be small
-		if !ahead.less(t.times(size)) {
-			return 0
-		}
-	}
-	return max(0, size-ceilDivPico(ahead, t))
-}
+func (m *tbModule) figures(now int64) (int, int64) { return m.figuresOf(now, m.burst) }
 
 // rollback never undoes a cooldown: the TAT stays at or after its end + (burst−1)·T.
 func (m *tbModule) rollback(now int64, n int, handle pico, hs *holes) {

@@ -13,22 +13,23 @@ import (
 // several buckets at once, all or nothing.
 //
 // A Limiter holds no bucket state of its own, except the local buckets of
-// FailLocal, and starts no goroutines (but see Hold); it is safe for concurrent use, and cheap
-// enough to share one per process.
+// FailLocal and what it last read of adaptive buckets (AdaptiveLimit), and
+// starts no goroutines (but see Hold); it is safe for concurrent use, and
+// cheap enough to share one per process.
 type Limiter struct {
-	store Store
+	store Store // as given: what it can do beyond Store (tickets, holds) is asked of it
 	cfg   config
 	tel   *telemetry
-	fb    *fallback                 // FailLocal's mode and local bucket; nil under other policies
-	hl    *health                   // the store's health under FailClosed and FailOpen; nil under FailLocal
 	err   error                     // configuration error, returned by every call
-	co    *coalescer                // the lines of calls sharing round trips (coalesce.go); nil: none
-	pf    *prefetcher               // grants booked ahead for one-bucket calls (prefetch.go); nil: none
-	mem   *MemoryStore              // the store, if it is one: TryAcquire's fast path (memory_fast.go)
-	memo  atomic.Pointer[limitMemo] // the last Limit the fast path checked, with its T
+	seam  seam                      // the store in the layers NewLimiter chose (stack): what every call goes through
+	quick quickStore                // TryAcquire of a Limit without the seam, if stack allows it (memory_fast.go)
+	memo  atomic.Pointer[limitMemo] // the last Limit the quick path checked, with its T
+
+	adapts adaptBook // the adaptive limits it read and the successes it has yet to report (adaptive_report.go)
 }
 
-// NewLimiter returns a Limiter over store.
+// NewLimiter returns a Limiter over store. The options choose, once, the
+// layers around the store that serve its calls (see stack in seam.go).
 func NewLimiter(store Store, opts ...Option) *Limiter {
 	c := newConfig(opts)
 	l := &Limiter{store: store, cfg: c, tel: newTelemetry(c)}
@@ -38,18 +39,9 @@ func NewLimiter(store Store, opts ...Option) *Limiter {
 		l.err = invalidf("NewLimiter: store is nil")
 	} else if err := store.configErr(); err != nil {
 		l.err = err
-	} else if c.failure == FailLocal {
-		l.fb, l.err = newFallback(c, l.tel)
 	} else {
-		l.hl = newHealth(c)
+		l.seam, l.quick, l.err = stack(l)
 	}
-	if _, ok := store.(*RedisStore); ok && !c.noCoalescing {
-		l.co = newCoalescer()
-	}
-	if _, ok := store.(*RedisStore); ok && c.prefetch > 0 {
-		l.pf = newPrefetcher(c.prefetch)
-	}
-	l.mem, _ = store.(*MemoryStore)
 	return l
 }
 
@@ -188,10 +180,10 @@ func (l *Limiter) acquire(ctx context.Context, req request) error {
 	if b.d.wait == 0 && (!hasDeadline || !time.Now().After(dl)) {
 		// Granted at once: what Reservation.wait does for a slot that has
 		// come, without making one (an allocation the commonest call spares).
-		b.owner.tel.outcome(ctx, b.req.one.Key, outGranted)
+		l.tel.outcome(ctx, b.req.one.Key, outGranted)
 		return nil
 	}
-	r := b.reservation()
+	r := l.reservation(b)
 	if hasDeadline && r.Time().After(dl) {
 		// The budget was measured before the round trip; the slot, after it.
 		// No sleeping just to fail: give the tokens back and say when to return.
@@ -240,8 +232,8 @@ func (l *Limiter) reserveShare(ctx context.Context, req request, dl time.Time, h
 // never waits. A refusal is not an error: res.Allowed is false and
 // res.RetryAfter says when to come back.
 func (l *Limiter) TryAcquire(ctx context.Context, key string, policy Policy, n int) (Result, error) {
-	if p, ok := policy.(Limit); ok && l.mem != nil {
-		if res, done := l.tryMemory(ctx, key, p, n); done {
+	if p, ok := policy.(Limit); ok && l.quick != nil {
+		if res, done := l.tryQuick(ctx, key, p, n); done {
 			return res, nil
 		}
 	}
@@ -262,7 +254,7 @@ func (l *Limiter) try(ctx context.Context, req request) (Result, error) {
 		l.tel.outcome(ctx, req.one.Key, outError)
 		return Result{}, err
 	}
-	d, _, err := l.decide(ctx, &req)
+	d, _, err := l.seam.reserve(ctx, req)
 	if err != nil {
 		return Result{}, err
 	}
@@ -308,17 +300,16 @@ func (l *Limiter) reserve(ctx context.Context, req request) (*Reservation, error
 	if err != nil {
 		return nil, err
 	}
-	return b.reservation(), nil
+	return l.reservation(b), nil
 }
 
 // booking is a grant before it is made a Reservation.
 type booking struct {
-	owner *Limiter // the Limiter whose store made the grant (Limiter.decide)
-	req   request
-	d     decision
+	req request
+	d   decision
 }
 
-func (b *booking) reservation() *Reservation { return newReservation(b.owner, b.req, b.d) }
+func (l *Limiter) reservation(b booking) *Reservation { return newReservation(l, b.req, b.d) }
 
 // book asks for req: a grant, or a *LimitedError if there is none in time.
 func (l *Limiter) book(ctx context.Context, req request) (booking, error) {
@@ -329,7 +320,7 @@ func (l *Limiter) book(ctx context.Context, req request) (booking, error) {
 	if err := ctx.Err(); err != nil {
 		return booking{}, err
 	}
-	d, owner, err := l.decide(ctx, &req)
+	d, req, err := l.seam.reserve(ctx, req)
 	if err != nil {
 		return booking{}, err
 	}
@@ -337,87 +328,7 @@ func (l *Limiter) book(ctx context.Context, req request) (booking, error) {
 		l.tel.outcome(ctx, req.one.Key, outDenied)
 		return booking{}, &LimitedError{RetryAfter: micros(d.wait), OverShare: d.overShare}
 	}
-	return booking{owner: owner, req: req, d: d}, nil
-}
-
-// decide asks the store, applying the failure policy when it cannot answer:
-// FailClosed returns the store's error, FailOpen grants, and FailLocal answers
-// from the local bucket, as it does without asking the store while it is in
-// fallback mode (fallback.go). The Limiter returned owns any reservation made
-// from the decision: l, or for a local decision the Limiter over the local
-// store, in which case *req has become the request that store answered.
-func (l *Limiter) decide(ctx context.Context, req *request) (decision, *Limiter, error) {
-	if l.pf != nil || l.co != nil {
-		if sh, ok := shapeOf(req); ok {
-			if l.pf != nil && sh.k == 1 {
-				return l.pf.decide(ctx, l, sh, req)
-			}
-			if l.co != nil {
-				return l.co.decide(ctx, l, sh, req)
-			}
-		}
-	}
-	return l.decideOne(ctx, req)
-}
-
-// decideOne is decide in a store call of its own.
-func (l *Limiter) decideOne(ctx context.Context, req *request) (decision, *Limiter, error) {
-	var d decision
-	v, local, cause, err := l.storeCall(ctx, "reserve", func() (err error) {
-		d, err = l.store.reserve(ctx, *req)
-		return err
-	})
-	switch {
-	case local:
-		return l.fb.decide(ctx, req, cause)
-	case err == nil:
-		return d, l, nil
-	}
-	return l.storeFailed(ctx, req, v, err)
-}
-
-// storeFailed is decide's answer when the store failed to decide req with
-// err (verdict v): a grant under FailOpen, else the error.
-func (l *Limiter) storeFailed(ctx context.Context, req *request, v verdict, err error) (decision, *Limiter, error) {
-	if v == failed && l.cfg.failure == FailOpen {
-		l.tel.failOpen.Add(ctx, 1)
-		l.tel.outcome(ctx, req.one.Key, outFailOpen)
-		return decision{granted: true}, l, nil
-	}
-	l.tel.outcome(ctx, req.one.Key, outError)
-	return decision{}, nil, err
-}
-
-// storeCall is how every Limiter call reaches its store. Under FailLocal in
-// fallback mode it does not call f, and says local, with the store failure
-// the local bucket stands in for; otherwise it calls f, settles what the
-// call says about the store, and says local if FailLocal should answer
-// instead because the store failed. v is the call's verdict.
-func (l *Limiter) storeCall(ctx context.Context, op string, f func() error) (v verdict, local bool, cause, err error) {
-	local, probe := l.fb.begin()
-	if local {
-		return unknown, true, l.fb.lastCause(), nil
-	}
-	start := callStart(ctx)
-	err = f()
-	v = l.settle(ctx, start, probe, op, err)
-	if v == failed && l.cfg.failure == FailLocal {
-		return v, true, err, nil
-	}
-	return v, false, nil, err
-}
-
-// settle records what a store call that began at start (see callStart)
-// returned: in the mode of FailLocal (fallback.go), and as a store error when
-// the store could not answer.
-func (l *Limiter) settle(ctx context.Context, start time.Time, probe bool, op string, err error) verdict {
-	v := judge(ctx, start, err)
-	l.fb.end(probe, v, err)
-	l.hl.record(v, err)
-	if err != nil && v != answered {
-		l.tel.storeError(ctx, op)
-	}
-	return v
+	return booking{req: req, d: d}, nil
 }
 
 // CooldownLeft reports how much of a cooldown put on the bucket key (by any
@@ -431,15 +342,7 @@ func (l *Limiter) CooldownLeft(ctx context.Context, key string) (time.Duration, 
 	if err := checkName(key); err != nil {
 		return 0, err
 	}
-	var left time.Duration
-	_, local, _, err := l.storeCall(ctx, "cooldown", func() (err error) {
-		left, err = l.store.cooldownLeft(ctx, l.cfg.prefix, key)
-		return err
-	})
-	if local {
-		return l.fb.mem.cooldownLeft(ctx, l.cfg.prefix, key)
-	}
-	return left, err
+	return l.seam.cooldownLeft(ctx, l.cfg.prefix, key)
 }
 
 // Err reports the Limiter's configuration error (a bad key prefix, FailLocal
@@ -464,14 +367,7 @@ func (l *Limiter) Cooldown(ctx context.Context, key string, policy Policy, d tim
 	if d <= 0 || d > time.Duration(maxSpan)*time.Microsecond {
 		return 0, invalidf("cooldown %v must be positive and at most %v", d, time.Duration(maxSpan)*time.Microsecond)
 	}
-	var next time.Duration
-	_, local, cause, err := l.storeCall(ctx, "cooldown", func() (err error) {
-		next, err = l.store.cooldown(ctx, l.cfg.prefix, b, d)
-		return err
-	})
-	if local {
-		next, err = l.fb.cooldown(ctx, l.cfg.prefix, b, d, cause)
-	}
+	next, err := l.seam.cooldown(ctx, l.cfg.prefix, b, d)
 	if err != nil {
 		return 0, err
 	}

@@ -6,24 +6,24 @@ import (
 	"time"
 )
 
-// The memory store's fast path: TryAcquire of a Limit on a bucket without
+// The memory store's quick path: TryAcquire of a Limit on a bucket without
 // holes, the common case of a program that limits in process, with no
-// request, module, interface or allocation. It is the general path's
-// arithmetic (tbModule's tail, commit and figures, lua/tb.lua), held to it
-// by the conformance and lockstep tests, which run through it.
+// request, interface or allocation. It decides with the token bucket's own
+// functions (tbTail, tatAfter, tatFigures), which its module (tbModule,
+// lua/tb.lua) calls for the general path, on the TAT held in a variable.
 
-// tryMemory is TryAcquire of n from key under p on l's MemoryStore. done is
-// false when the general path must answer: an invalid call (whose error it
-// words), FailLocal, or a bucket with holes.
-func (l *Limiter) tryMemory(ctx context.Context, key string, p Limit, n int) (res Result, done bool) {
-	if l.err != nil || l.fb != nil || key == "" || len(key) > MaxKeyLen || n < 1 || n > p.Burst {
+// tryQuick is TryAcquire of n from key under p on l's quick store (stack
+// chose it). done is false when the general path must answer: an invalid
+// call (whose error it words), or a bucket with holes.
+func (l *Limiter) tryQuick(ctx context.Context, key string, p Limit, n int) (res Result, done bool) {
+	if key == "" || len(key) > MaxKeyLen || n < 1 || n > p.Burst {
 		return Result{}, false
 	}
 	t, ok := l.interval(p)
 	if !ok {
 		return Result{}, false
 	}
-	d, ok := l.mem.tryLimit(l.cfg.prefix, key, t, int64(p.Burst), n)
+	d, ok := l.quick.tryLimit(l.cfg.prefix, key, t, int64(p.Burst), n)
 	if !ok {
 		return Result{}, false
 	}
@@ -78,18 +78,16 @@ func (m *MemoryStore) tryLimit(prefix, key string, t pico, burst int64, n int) (
 			}
 		}
 	}
-	tat := whole(now)
+	tat := whole(now) // openTAT: the TAT, never before now
 	if st != nil {
 		tat = maxPico(st.tat, tat)
 	}
 	d.now = now
-	if e0 := tat.sub(t.times(burst - int64(n))).ceil(); e0 > now {
+	if e0 := tbTail(tat, t, burst, now, n); e0 > now {
 		d.wait = e0 - now
 	} else {
-		// the slot is now, and the TAT at or after it: the booking counts
-		// from the TAT (tatModule.commit)
-		d.granted, d.handle = true, tat
-		tat = tat.add(t.times(int64(n)))
+		d.granted, d.handle = true, tat // tatModule.commit at now
+		tat = tatAfter(tat, t, now, n)
 		switch {
 		case st != nil:
 			st.tat = tat
@@ -101,8 +99,7 @@ func (m *MemoryStore) tryLimit(prefix, key string, t pico, burst int64, n int) (
 			s.entries[k] = ne
 		}
 	}
-	d.remaining = int(left(tat.sub(whole(now)), t, burst))
-	d.reset = tat.ceil() - now
+	d.remaining, d.reset = tatFigures(tat, t, burst, now)
 	return d, true
 }
 

@@ -30,15 +30,7 @@ func (l *Limiter) Peek(ctx context.Context, key string, policy Policy) (State, e
 	if err != nil {
 		return State{}, err
 	}
-	var st State
-	_, local, cause, err := l.storeCall(ctx, "peek", func() (err error) {
-		st, err = l.store.peek(ctx, l.cfg.prefix, b)
-		return err
-	})
-	if local {
-		return l.fb.peek(ctx, l.cfg.prefix, b, cause)
-	}
-	return st, err
+	return l.seam.peek(ctx, l.cfg.prefix, b)
 }
 
 // Reset forgets the bucket key under policy: its bookings, its cancelled
@@ -54,20 +46,7 @@ func (l *Limiter) Reset(ctx context.Context, key string, policy Policy) error {
 	if err != nil {
 		return err
 	}
-	_, local, cause, err := l.storeCall(ctx, "reset", func() error {
-		// The tickets first: a bucket reset with its old tickets still
-		// standing would grant their turns again on top of a full bucket.
-		if ts, ok := l.store.(ticketStore); ok {
-			if err := ts.void(ctx, l.cfg.prefix, b.Key); err != nil {
-				return err
-			}
-		}
-		return l.store.reset(ctx, l.cfg.prefix, b)
-	})
-	if local {
-		return l.fb.reset(ctx, l.cfg.prefix, b, cause)
-	}
-	return err
+	return l.seam.reset(ctx, l.cfg.prefix, b)
 }
 
 // bucketOf checks a one-bucket call on key under policy before any I/O.

@@ -32,6 +32,9 @@ func (a pico) sub(b pico) pico { return norm(a.us-b.us, a.ps-b.ps) }
 // times is n·a, n >= 0 (n·ps stays below 2^50: n is at most a burst).
 func (a pico) times(n int64) pico { return norm(n*a.us, n*a.ps) }
 
+// subTimes is a − n·b, as a.sub(b.times(n)) in one carry.
+func (a pico) subTimes(b pico, n int64) pico { return norm(a.us-n*b.us, a.ps-n*b.ps) }
+
 func (a pico) less(b pico) bool { return a.us < b.us || (a.us == b.us && a.ps < b.ps) }
 
 func maxPico(a, b pico) pico {

@@ -59,7 +59,11 @@ func freshness(b Bucket) time.Duration {
 // giveBackTimeout bounds a give-back's store call.
 const giveBackTimeout = time.Second
 
+// prefetcher is the prefetch layer (stack): it changes how a one-bucket
+// reserve reaches the layers below, and passes every other call to them.
 type prefetcher struct {
+	seam            // the layers below
+	b       batcher // the store, which takes back stale grants
 	max     int
 	fresh   func(Bucket) time.Duration // freshness; tests change it
 	mu      sync.Mutex
@@ -84,13 +88,17 @@ type prefetched struct {
 	got time.Time
 }
 
-func newPrefetcher(n int) *prefetcher {
-	return &prefetcher{max: n, fresh: freshness, stashes: make(map[shape]*stash), sweepAt: 64}
+func newPrefetcher(below seam, b batcher, n int) *prefetcher {
+	return &prefetcher{seam: below, b: b, max: n, fresh: freshness, stashes: make(map[shape]*stash), sweepAt: 64}
 }
 
-// decide is Limiter.decide for a one-bucket shape: a prefetched grant if a
-// fresh one is stashed, else a store call that books req and the extras.
-func (p *prefetcher) decide(ctx context.Context, l *Limiter, sh shape, req *request) (decision, *Limiter, error) {
+// reserve is, for a one-bucket shape, a prefetched grant if a fresh one is
+// stashed, else a store call that books req and the extras.
+func (p *prefetcher) reserve(ctx context.Context, req request) (decision, request, error) {
+	sh, ok := shapeOf(&req)
+	if !ok || sh.k != 1 {
+		return p.seam.reserve(ctx, req)
+	}
 	want, fresh := 0, p.fresh(sh.one)
 	var stale []decision // the latest booking's extras, gone stale
 	var back request
@@ -103,7 +111,7 @@ func (p *prefetcher) decide(ctx context.Context, l *Limiter, sh shape, req *requ
 			if time.Since(x.got) <= fresh {
 				s.taken++
 				p.mu.Unlock()
-				return x.d, l, nil
+				return x.d, req, nil
 			}
 			if x.got.Equal(s.last) {
 				stale = append(stale, x.d)
@@ -119,26 +127,19 @@ func (p *prefetcher) decide(ctx context.Context, l *Limiter, sh shape, req *requ
 	if len(stale) > 0 && worthGiving(stale, last) {
 		// Their timer has not run yet: give them back before this call's
 		// booking, which would stand on them.
-		p.giveBack(ctx, l, back, stale)
+		p.giveBack(ctx, back, stale)
 	}
 
 	reqs := make([]request, 1+want)
 	for i := range reqs {
-		reqs[i] = *req
+		reqs[i] = req
 		if i > 0 {
 			reqs[i].maxWait = 0
 		}
 	}
-	var ds []decision
-	v, local, cause, err := l.storeCall(ctx, "reserve", func() (err error) {
-		ds, err = l.store.reserveBatch(ctx, reqs)
-		return err
-	})
-	switch {
-	case local:
-		return l.fb.decide(ctx, req, cause)
-	case err != nil:
-		return l.storeFailed(ctx, req, v, err)
+	ds, err := p.seam.reserveBatch(ctx, reqs)
+	if err != nil {
+		return p.seam.standIn(ctx, req, err)
 	}
 	now := time.Now()
 	p.mu.Lock()
@@ -147,7 +148,7 @@ func (p *prefetcher) decide(ctx context.Context, l *Limiter, sh shape, req *requ
 		s = &stash{}
 		p.stashes[sh] = s
 	}
-	s.req, s.last, s.fresh, s.room = *req, now, fresh, ds[0].remaining
+	s.req, s.last, s.fresh, s.room = req, now, fresh, ds[0].remaining
 	booked := false
 	for _, d := range ds[1:] {
 		if d.granted {
@@ -160,16 +161,16 @@ func (p *prefetcher) decide(ctx context.Context, l *Limiter, sh shape, req *requ
 	}
 	p.mu.Unlock()
 	if booked {
-		time.AfterFunc(fresh, func() { p.expire(l, sh, now) })
+		time.AfterFunc(fresh, func() { p.expire(sh, now) })
 	}
-	return ds[0], l, nil
+	return ds[0], req, nil
 }
 
 // expire gives back what is left of the extras booked at got for shape sh,
 // once they are stale, if that booking is still the shape's latest (an
 // earlier one's extras have a later booking standing on them: they stay
 // spent).
-func (p *prefetcher) expire(l *Limiter, sh shape, got time.Time) {
+func (p *prefetcher) expire(sh shape, got time.Time) {
 	defer func() {
 		p.mu.Lock()
 		p.expired++
@@ -196,7 +197,7 @@ func (p *prefetcher) expire(l *Limiter, sh shape, got time.Time) {
 	if latest && len(stale) > 0 && worthGiving(stale, got) {
 		ctx, cancel := context.WithTimeout(context.Background(), giveBackTimeout)
 		defer cancel()
-		p.giveBack(ctx, l, back, stale)
+		p.giveBack(ctx, back, stale)
 	}
 }
 
@@ -212,13 +213,9 @@ func worthGiving(stale []decision, got time.Time) bool {
 // giveBack gives ds, stale extras of req's shape from one booking, in
 // booking order, back to the store (lua/giveback.lua). If it fails they
 // stay spent, as they would without it.
-func (p *prefetcher) giveBack(ctx context.Context, l *Limiter, req request, ds []decision) {
-	rs, ok := l.store.(*RedisStore)
-	if !ok {
-		return
-	}
+func (p *prefetcher) giveBack(ctx context.Context, req request, ds []decision) {
 	req.took(ds[0]) // an Adaptive bucket's extras, at the rate they were booked at (one call: one rate)
-	n, err := rs.giveBack(ctx, req, ds, newID())
+	n, err := p.b.giveBack(ctx, req, ds, newID())
 	if err != nil {
 		return // they stay spent
 	}

@@ -22,7 +22,7 @@ func prefetchLimiter(t *testing.T, clock Clock, n int) (*Limiter, *gate) {
 	g := newGate()
 	rdb.AddHook(g)
 	l := NewLimiter(NewRedisStore(rdb, WithClock(clock)), WithKeyPrefix(redistest.Prefix(t)), WithPrefetch(n))
-	l.pf.fresh = freshFor(time.Hour)
+	prefetcherOf(l).fresh = freshFor(time.Hour)
 	// Load the scripts, so that each call below is one EVALSHA.
 	warm := Limit{Rate: 1, Burst: 1}
 	_, err := l.TryAcquire(context.Background(), "warm", warm, 1)
@@ -77,8 +77,8 @@ func TestPrefetchBooksAndServes(t *testing.T) {
 	try() // 1 + 7 (2·3+1)
 	assert.Equal(t, 85, left())
 	try()
-	lim.pf.fresh = freshFor(0) // the six extras left go stale, and so does the booking
-	try()                      // the stale ones given back first (their timer is an hour off); its own grant alone
+	prefetcherOf(lim).fresh = freshFor(0) // the six extras left go stale, and so does the booking
+	try()                                 // the stale ones given back first (their timer is an hour off); its own grant alone
 	assert.Equal(t, int64(6), g.scripts.Load(), "the give-back and its own booking")
 	assert.Equal(t, 90, left(), "the six stale extras, still the bucket's latest, given back")
 	try() // calls sparser than the freshness book nothing extra
@@ -130,16 +130,16 @@ func TestPrefetchGivesBackUnused(t *testing.T) {
 		return st.Remaining
 	}
 	given := func() int {
-		lim.pf.mu.Lock()
-		defer lim.pf.mu.Unlock()
-		return lim.pf.given
+		prefetcherOf(lim).mu.Lock()
+		defer prefetcherOf(lim).mu.Unlock()
+		return prefetcherOf(lim).given
 	}
 	expired := func() int {
-		lim.pf.mu.Lock()
-		defer lim.pf.mu.Unlock()
-		return lim.pf.expired
+		prefetcherOf(lim).mu.Lock()
+		defer prefetcherOf(lim).mu.Unlock()
+		return prefetcherOf(lim).expired
 	}
-	lim.pf.fresh = freshFor(50 * time.Millisecond)
+	prefetcherOf(lim).fresh = freshFor(50 * time.Millisecond)
 	for range 2 { // the second books one extra
 		_, err := lim.TryAcquire(ctx, "k", l, 1)
 		require.NoError(t, err)
@@ -168,14 +168,14 @@ func TestPrefetchSweepsIdleShapes(t *testing.T) {
 	lim, _ := prefetchLimiter(t, newFakeClock(), 8)
 	ctx := context.Background()
 	l := Limit{Rate: 1, Period: time.Hour, Burst: 10}
-	lim.pf.fresh = freshFor(0)
+	prefetcherOf(lim).fresh = freshFor(0)
 	for i := range 200 {
 		_, err := lim.TryAcquire(ctx, fmt.Sprint("tenant:", i), l, 1)
 		require.NoError(t, err)
 	}
-	lim.pf.mu.Lock()
-	defer lim.pf.mu.Unlock()
-	assert.Less(t, len(lim.pf.stashes), 64, "swept")
+	prefetcherOf(lim).mu.Lock()
+	defer prefetcherOf(lim).mu.Unlock()
+	assert.Less(t, len(prefetcherOf(lim).stashes), 64, "swept")
 }
 
 // Under prefetch, many concurrent callers on a bucket of 50 get exactly 50
@@ -240,16 +240,16 @@ func TestPrefetchGiveBackEveryPolicy(t *testing.T) {
 			lim, _ := prefetchLimiter(t, clock, 8)
 			other := NewLimiter(NewRedisStore(redistest.Shared(t).Client(t), WithClock(clock)), WithKeyPrefix(lim.cfg.prefix))
 			ctx := context.Background()
-			lim.pf.fresh = freshFor(20 * time.Millisecond)
+			prefetcherOf(lim).fresh = freshFor(20 * time.Millisecond)
 			for range 2 { // the second books one extra
 				res, err := lim.TryAcquire(ctx, "k", p, 1)
 				require.NoError(t, err)
 				require.True(t, res.Allowed)
 			}
 			require.Eventually(t, func() bool {
-				lim.pf.mu.Lock()
-				defer lim.pf.mu.Unlock()
-				return lim.pf.given == 1
+				prefetcherOf(lim).mu.Lock()
+				defer prefetcherOf(lim).mu.Unlock()
+				return prefetcherOf(lim).given == 1
 			}, 5*time.Second, 5*time.Millisecond, "the unused extra given back")
 			rest := 0
 			for range 30 {
@@ -271,19 +271,19 @@ func TestPrefetchNoGiveBackWhenRefilled(t *testing.T) {
 	lim, g := prefetchLimiter(t, newFakeClock(), 8)
 	ctx := context.Background()
 	l := Limit{Rate: 1e6, Burst: 100}
-	lim.pf.fresh = freshFor(20 * time.Millisecond)
+	prefetcherOf(lim).fresh = freshFor(20 * time.Millisecond)
 	for range 2 { // the second books one extra; the bucket is full again 2 µs later
 		_, err := lim.TryAcquire(ctx, "k", l, 1)
 		require.NoError(t, err)
 	}
 	require.Eventually(t, func() bool {
-		lim.pf.mu.Lock()
-		defer lim.pf.mu.Unlock()
-		return lim.pf.expired == 1
+		prefetcherOf(lim).mu.Lock()
+		defer prefetcherOf(lim).mu.Unlock()
+		return prefetcherOf(lim).expired == 1
 	}, 5*time.Second, 5*time.Millisecond, "the extra's timer ran")
-	lim.pf.mu.Lock()
-	given := lim.pf.given
-	lim.pf.mu.Unlock()
+	prefetcherOf(lim).mu.Lock()
+	given := prefetcherOf(lim).given
+	prefetcherOf(lim).mu.Unlock()
 	assert.Equal(t, 0, given)
 	assert.Equal(t, int64(2), g.scripts.Load(), "two bookings, no give-back")
 }
@@ -312,4 +312,10 @@ func TestPrefetchFreshness(t *testing.T) {
 	} {
 		assert.Equal(t, c.want, freshness(Bucket{Key: "k", Limit: c.p}), "%v", c.p)
 	}
+}
+
+// prefetcherOf is l's prefetch layer, or nil if stack gave it none.
+func prefetcherOf(l *Limiter) *prefetcher {
+	p, _ := l.seam.(*prefetcher)
+	return p
 }

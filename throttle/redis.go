@@ -245,7 +245,8 @@ func (s *RedisStore) reserveLean(ctx context.Context, reqs []request) ([]decisio
 // tokens: its head (k, now, the TAT before the batch as µs and
 // picoseconds, T as µs and picoseconds, and the burst), then the replies of
 // the calls after the first k, which were granted at once, one n·T after
-// the other; it writes those k out as the loop of the script would have.
+// the other; it writes those k out as the loop of the script would have,
+// with the token bucket's own functions (tatAfter, tatFigures).
 func atOnce(v []int64, n int64, m int, adaptive bool) ([]decision, error) {
 	const head = 7
 	if len(v) < head {
@@ -261,11 +262,10 @@ func atOnce(v []int64, n int64, m int, adaptive bool) ([]decision, error) {
 		return nil, err
 	}
 	ds := make([]decision, m)
-	nT := T.times(n)
 	for j := range k {
-		handle := tat.add(nT.times(j))
-		after := handle.add(nT)
-		d := decision{granted: true, remaining: int(left(after.sub(whole(now)), T, burst)), reset: after.ceil() - now, now: now, handle: handle}
+		d := decision{granted: true, now: now, handle: tat} // tatModule.commit at now
+		tat = tatAfter(tat, T, now, int(n))
+		d.remaining, d.reset = tatFigures(tat, T, burst, now)
 		if adaptive {
 			d.taken = fixedTB{t: T, burst: burst}
 		}

@@ -134,7 +134,7 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.lim.cfg.refundTimeout)
 	defer cancel()
-	ok, err := r.lim.store.refund(ctx, r.req, r.d, newID())
+	ok, err := r.lim.seam.refund(ctx, r.req, r.d, newID())
 	if err != nil {
 		r.lim.tel.storeError(ctx, "refund")
 		return err

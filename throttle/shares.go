@@ -37,14 +37,7 @@ func (l *Limiter) Shares(ctx context.Context, key string, policy Policy, most in
 		return nil, 0, invalidf("most %d: want at least 1", most)
 	}
 	t := perToken(b.Limit)
-	var v shareView
-	_, local, _, err := l.storeCall(ctx, "shares", func() (err error) {
-		v, err = l.store.shares(ctx, l.cfg.prefix, key, most)
-		return err
-	})
-	if local {
-		v, err = l.fb.mem.shares(ctx, l.cfg.prefix, key, most)
-	}
+	v, err := l.seam.shares(ctx, l.cfg.prefix, key, most)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -112,6 +112,7 @@ func (b *Bucket) algo() algo { return b.Limit.(algo) }
 type decision struct {
 	granted   bool
 	overShare bool    // not granted: the tenant is over its share; wait is its come-back
+	local     bool    // made by FailLocal's local bucket, not the store (fallback.go)
 	wait      int64   // µs until the caller may act (granted), or RetryAfter (denied)
 	remaining int     // fewest left in any bucket
 	reset     int64   // µs until every bucket could grant its most at once

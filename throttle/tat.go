@@ -36,8 +36,12 @@ func (m *tatModule) commit(_, s int64, n int) pico {
 }
 
 // after is the TAT a booking of n at slot left, from its handle.
-func (m *tatModule) after(handle pico, slot int64, n int) pico {
-	return maxPico(handle, before1(slot)).add(m.t.times(int64(n)))
+func (m *tatModule) after(handle pico, slot int64, n int) pico { return tatAfter(handle, m.t, slot, n) }
+
+// tatAfter is the TAT a booking of n at slot leaves in a bucket of T t
+// whose TAT before it was handle.
+func tatAfter(handle, t pico, slot int64, n int) pico {
+	return maxPico(handle, before1(slot)).add(t.times(int64(n)))
 }
 
 func (m *tatModule) isTail(handle pico, slot int64, n int) bool {
@@ -64,6 +68,25 @@ func (m *tatModule) rollbackTo(self module, handle, floor pico, hs *holes) {
 }
 
 func (m *tatModule) release(int64, int, pico) {}
+
+// figuresOf is a TAT bucket's figures for a size of size tokens (a token
+// bucket's burst, a leaky bucket's capacity): what is left of it at now,
+// size − ⌈ahead/T⌉ and at least 0 where the TAT is ahead of now (for a
+// token bucket that is ⌊(size·T − ahead)/T⌋), and µs until it has caught
+// up with everything booked.
+func (m *tatModule) figuresOf(now, size int64) (int, int64) { return tatFigures(m.tat, m.t, size, now) }
+
+// tatFigures is figuresOf for a bucket of T t whose TAT is tat.
+func tatFigures(tat, t pico, size, now int64) (int, int64) {
+	reset := tat.ceil() - now
+	ahead := tat.sub(whole(now))
+	if ahead.us >= fitsPS || t.us >= fitsPS { // the quotient must be small
+		if !ahead.less(t.times(size)) {
+			return 0, reset
+		}
+	}
+	return int(max(0, size-ceilDivPico(ahead, t))), reset
+}
 
 func (m *tatModule) holeTill(at int64) int64 { return at + 1 }
 

@@ -107,15 +107,8 @@ func (l *Limiter) IssueTicket(ctx context.Context, key string, slot time.Time, n
 	}
 	at := slot.UnixMicro()
 	t := Ticket{ID: newTicketID(), Key: key, At: time.UnixMicro(at), Note: note}
-	var now int64
-	_, local, cause, err := l.storeCall(ctx, "ticket", func() (err error) {
-		now, err = ts.issue(ctx, l.cfg.prefix, key, t.ID, at, int64(TicketGrace/time.Microsecond), note)
-		return err
-	})
+	now, err := l.seam.issue(ctx, ts, l.cfg.prefix, key, t.ID, at, int64(TicketGrace/time.Microsecond), note)
 	t.Slot = time.Now().Add(micros(at - now))
-	if local {
-		return Ticket{}, storeErr("ticket", cause)
-	}
 	if err != nil {
 		return Ticket{}, err
 	}
@@ -138,19 +131,8 @@ func (l *Limiter) RedeemTicket(ctx context.Context, key, id string) (Ticket, boo
 	if !validTicketID(id) {
 		return Ticket{}, false, nil
 	}
-	var (
-		slot, now int64
-		note      string
-		ok        bool
-	)
-	_, local, cause, err := l.storeCall(ctx, "redeem", func() (err error) {
-		slot, now, note, ok, err = ts.redeem(ctx, l.cfg.prefix, key, id)
-		return err
-	})
-	switch {
-	case local:
-		return Ticket{}, false, storeErr("redeem", cause)
-	case err != nil || !ok:
+	slot, now, note, ok, err := l.seam.redeem(ctx, ts, l.cfg.prefix, key, id)
+	if err != nil || !ok {
 		return Ticket{}, false, err
 	}
 	return Ticket{ID: id, Key: key, Slot: time.Now().Add(micros(slot - now)), At: time.UnixMicro(slot), Note: note}, true, nil

@@ -9,7 +9,7 @@ import (
 // This file is how what a job learns of its upstream reaches its policy's
 // adaptive bucket (Policy.Adaptive), and how a lower effective rate reaches
 // the jobs that booked turns at the old one. Every call workers makes to
-// throttle's adaptive API (throttle.Adapter) is here.
+// throttle's adaptive API (Limiter.AdaptiveLimit, Refused, Succeeded, Announced) is here.
 
 // adaptRefused reports an upstream refusal of job j to its adaptive bucket:
 // the fleet's effective rate falls, once per overload episode.
@@ -74,7 +74,7 @@ func (p *Pool) rebookBucket(key string) {
 // process learned the upstream's limit (an announced quota, a 429) and
 // could not wake this one's waiters. The turn is then given up (its tokens
 // were counted at the old pace) for one at the new rate. It reads the rate
-// through the Adapter, whose copy is at most AdapterCacheFor old, so that a
+// through the Limiter, whose copy is at most 250 ms old, so that a
 // turn costs no store call more than it did (a drop in the last 250 ms may
 // go unseen); if the store cannot answer in time the job keeps its turn.
 func (p *Pool) rateDropped(ctx context.Context, j *job) bool {
@@ -93,7 +93,7 @@ func (p *Pool) rateDropped(ctx context.Context, j *job) bool {
 
 // adaptiveRate is the effective rate of job j's adaptive bucket now.
 func (p *Pool) adaptiveRate(ctx context.Context, j *job) (float64, error) {
-	l, _, err := p.adapt.Limit(ctx, j.key, *j.pol.adaptive)
+	l, _, err := p.adapt.AdaptiveLimit(ctx, j.key, *j.pol.adaptive)
 	return l.Rate, err
 }
 

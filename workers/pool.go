@@ -42,7 +42,7 @@ type Pool struct {
 	client  *queue.Client
 	tel     *telemetry
 	stats   stats
-	adapt   *throttle.Adapter
+	adapt   *throttle.Limiter
 	promote promoter // moves jobs sent back to come at a time of their own to pending then
 
 	mu      sync.Mutex
@@ -108,7 +108,7 @@ func NewPool(cfg Config) (*Pool, error) {
 		rdb:     rdb,
 		client:  queue.NewClient(asynq.NewClientFromRedisClient(rdb)),
 		tel:     newTelemetry(cfg.MeterProvider, cfg.TracerProvider),
-		adapt:   throttle.NewAdapter(cfg.Limiter),
+		adapt:   cfg.Limiter,
 		routes:  make(map[string]*route),
 		names:   make(map[string]*policy),
 		waiters: make(map[*waiter]struct{}),

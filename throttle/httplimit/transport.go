@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/backoff"
@@ -80,19 +79,6 @@ type Transport struct {
 	OnCooldown func(key string, d time.Duration, err error)
 }
 
-// adapters holds one throttle.Adapter per Limiter, shared by the Transports
-// that use it (a Transport is a plain struct, copied freely).
-var adapters sync.Map // *throttle.Limiter → *throttle.Adapter
-
-// adaptive is the Adapter of t's Limiter.
-func (t *Transport) adaptive() *throttle.Adapter {
-	if ad, ok := adapters.Load(t.Limiter); ok {
-		return ad.(*throttle.Adapter)
-	}
-	ad, _ := adapters.LoadOrStore(t.Limiter, throttle.NewAdapter(t.Limiter))
-	return ad.(*throttle.Adapter)
-}
-
 // policy is what a bucket takes tokens under: Limit, or with Adapt the
 // adaptive bucket, which the store takes at the fleet's effective rate.
 func (t *Transport) policy() throttle.Policy {
@@ -109,8 +95,8 @@ func (t *Transport) observe(ctx context.Context, key string, resp *http.Response
 		return
 	}
 	a := *t.Adapt
-	cctx := context.WithoutCancel(ctx) // the Adapter bounds its store calls
-	ad := t.adaptive()
+	cctx := context.WithoutCancel(ctx) // the Limiter bounds its adaptive store calls
+	ad := t.Limiter
 	if q, ok := backoff.ParseQuota(resp.Header, time.Now()); ok {
 		if q.Exhausted && q.Reset > 0 && !refused {
 			t.cooldown(ctx, key, min(q.Reset, t.maxCooldown()))
