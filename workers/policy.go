@@ -91,10 +91,10 @@ type Policy struct {
 	InFlightLease time.Duration
 	// Adapt makes the job's own bucket adaptive (throttle.Adaptive): its
 	// limit (Limit, else Limits[0]), which must then be a throttle.Limit,
-	// is the ceiling; an upstream's
-	// refusal (an *UpstreamError) lowers the fleet's effective rate for the
-	// bucket, and successful jobs raise it back. AdaptFloor is the least
-	// rate, per that limit's Period (0: a tenth of it).
+	// is the ceiling; an upstream's refusal (an *UpstreamError) lowers the
+	// fleet's effective rate for the bucket, and successful jobs raise it
+	// back. AdaptFloor is the least rate, per that limit's Period (0: a
+	// tenth of it).
 	Adapt      bool
 	AdaptFloor float64
 	// Fair shares Global among the keys Key derives (tenants) by weight:
