@@ -68,6 +68,9 @@ func (c *fileCost) UnmarshalJSON(b []byte) error {
 		}
 		return nil
 	}
+	if len(b) > 0 && b[0] == '{' {
+		return invalidf(`cost: want a number or a template string, got an object (in YAML, quote a template: cost: "{payload.tokens}")`)
+	}
 	var n int
 	if err := json.Unmarshal(b, &n); err != nil {
 		return invalidf("cost: want a whole number or a template string, got JSON %s", b)

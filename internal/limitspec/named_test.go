@@ -197,6 +197,8 @@ func TestLoadFileNamedLimits(t *testing.T) {
 		{`{"limits": [{"type": "a", "limits": [{"name": "r", "rate": "5/s", "key": "k"}]}]}`,
 			`limits[0]: unknown field "key"`},
 	}
+	_, err := LoadFile(write("bad.yaml", "limits:\n  - {type: a, limits: [{name: t, rate: 5/s, cost: {payload.n}}]}\n"))
+	assert.ErrorContains(t, err, `in YAML, quote a template: cost: "{payload.tokens}"`)
 	for i, b := range bad {
 		_, err := LoadFile(write("bad.json", b.text))
 		require.Error(t, err, "%d", i)
