@@ -152,7 +152,7 @@ type bucketState struct {
 }
 
 func cmdInspect(ctx context.Context, f *fleet, opts options, args []string, out io.Writer) error {
-	pol, bucket, err := f.policyOf(ctx, args[0], opts.typ)
+	pol, bucket, err := f.policyOf(ctx, args[0], opts.typ, opts.limit)
 	if err != nil {
 		return err
 	}
@@ -171,7 +171,7 @@ func cmdInspect(ctx context.Context, f *fleet, opts options, args []string, out 
 }
 
 func cmdReset(ctx context.Context, f *fleet, opts options, args []string, out io.Writer) error {
-	pol, bucket, err := f.policyOf(ctx, args[0], opts.typ)
+	pol, bucket, err := f.policyOf(ctx, args[0], opts.typ, opts.limit)
 	if err != nil {
 		return err
 	}
@@ -202,6 +202,11 @@ func checkBucket(opts options, args []string) error {
 	if opts.typ != "" {
 		if err := workers.CheckName(opts.typ); err != nil {
 			return cli.Usagef("--type %w", err)
+		}
+	}
+	if opts.limit != "" {
+		if err := workers.CheckName(opts.limit); err != nil {
+			return cli.Usagef("--limit %w", err)
 		}
 	}
 	return nil
@@ -243,7 +248,7 @@ func cmdCooldown(ctx context.Context, f *fleet, opts options, args []string, out
 	if err != nil {
 		return err
 	}
-	pol, bucket, err := f.policyOf(ctx, args[0], opts.typ)
+	pol, bucket, err := f.policyOf(ctx, args[0], opts.typ, opts.limit)
 	if err != nil {
 		return err
 	}

@@ -273,9 +273,10 @@ func (f *fleet) limiting(ctx context.Context, typ string) int {
 }
 
 // policyOf finds the policy of bucket key: the limit of type typ (key itself
-// when typ is empty), runtime first, else as the workers apply it; and the
+// when typ is empty) named limit, or its first limit (its own bucket) when
+// limit is empty, runtime first, else as the workers apply it; and the
 // bucket the workers keep key in under it (workers.BucketKey).
-func (f *fleet) policyOf(ctx context.Context, key, typ string) (throttle.Policy, string, error) {
+func (f *fleet) policyOf(ctx context.Context, key, typ, limit string) (throttle.Policy, string, error) {
 	if typ == "" {
 		typ = key
 	}
@@ -297,8 +298,24 @@ func (f *fleet) policyOf(ctx context.Context, key, typ string) (throttle.Policy,
 		if sp.KeyTemplate != "" && key == typ {
 			return nil, "", cli.Usagef("%s has a key template (%s): name a bucket it makes, e.g. sluice inspect tenant:acme --type %s", typ, sp.KeyTemplate, typ)
 		}
-		first := sp.All()[0] // the type's own bucket, where cooldowns go
-		return first.Limit, workers.BucketKey(sp.Policy, key, first.Name), nil
+		all := sp.All()
+		if limit == "" {
+			// The type's own bucket, where cooldowns go.
+			return all[0].Limit, workers.BucketKey(sp.Policy, key, all[0].Name), nil
+		}
+		names := make([]string, 0, len(all))
+		for _, l := range all {
+			if l.Name == limit {
+				return l.Limit, workers.BucketKey(sp.Policy, key, l.Name), nil
+			}
+			if l.Name != "" {
+				names = append(names, l.Name)
+			}
+		}
+		if len(names) == 0 {
+			return nil, "", cli.Usagef("%s has no named limits: leave --limit out", typ)
+		}
+		return nil, "", cli.Usagef("%s has no limit named %q: it has %s", typ, limit, strings.Join(names, ", "))
 	}
 	return nil, "", cli.Usagef("no limit for type %q in the fleet (no runtime limit, no worker reports one); see sluice limits", typ)
 }

@@ -53,6 +53,8 @@ Flags (before or after the arguments):
   --key-prefix PREFIX     the workers' --key-prefix (default "sluice:")
   --type TYPE             for inspect, reset and cooldown: the type whose policy the
                           bucket has (default: the KEY itself)
+  --limit NAME            for inspect, reset and cooldown: the bucket of the type's
+                          named limit NAME (default: the type's first limit)
   --json                  for limits, workers and inspect: JSON instead of a table
                           (refused by the other commands, which print text)
   --addr HOST:PORT        for dashboard: where to serve it (default 127.0.0.1:8080)
@@ -85,6 +87,7 @@ type options struct {
 	redisURL   string
 	keyPrefix  string
 	typ        string
+	limit      string // inspect, reset, cooldown: one of the type's named limits
 	json       bool
 	addr       string   // dashboard
 	token      string   // dashboard: "" is read-only
@@ -101,6 +104,7 @@ func parseArgs(args []string) (opts options, pos []string, err error) {
 	fs.StringVar(&opts.redisURL, "redis", "", "")
 	fs.StringVar(&opts.keyPrefix, "key-prefix", throttle.DefaultKeyPrefix, "")
 	fs.StringVar(&opts.typ, "type", "", "")
+	fs.StringVar(&opts.limit, "limit", "", "")
 	fs.BoolVar(&opts.json, "json", false, "")
 	fs.StringVar(&opts.addr, "addr", "127.0.0.1:8080", "")
 	fs.StringVar(&opts.token, "token", "", "")

@@ -145,6 +145,22 @@ func TestSetAndListNamedLimits(t *testing.T) {
 	require.NotNil(t, views[1].Tokens)
 	assert.Equal(t, 90, *views[1].Tokens)
 
+	// inspect, reset and cooldown take a named limit's bucket with --limit.
+	r = runArgs("inspect", "llm", "--limit", "tokens", "--redis", srv.URL())
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "llm: 90 left")
+	r = runArgs("cooldown", "llm", "30s", "--limit", "tokens", "--redis", srv.URL())
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	r = runArgs("inspect", "llm", "--redis", srv.URL(), "--json")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, `"cooldown_s": 0`, "the first limit's bucket, without --limit")
+	r = runArgs("inspect", "llm", "--limit", "tokens", "--redis", srv.URL(), "--json")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	assert.NotContains(t, r.stdout, `"cooldown_s": 0`, "the tokens bucket cools down")
+	r = runArgs("inspect", "llm", "--limit", "daily", "--redis", srv.URL())
+	assert.Equal(t, cli.ExitUsage, r.code)
+	assert.Contains(t, r.stderr, `llm has no limit named "daily": it has requests, tokens`)
+
 	r = runArgs("set", "llm=3/m", "other=1/s", "--redis", srv.URL())
 	assert.Equal(t, cli.ExitUsage, r.code)
 	assert.Contains(t, r.stderr, "set takes the limits of one type at a time, not 2")
