@@ -27,7 +27,8 @@ import (
 //	dequeued     sent back already (asynq hands it over again:
 //	             a worker lost with it, its copy made)          copied
 //	             an unthrottled type                            run
-//	             no bucket key can be derived from the task     archive
+//	             no bucket key can be derived from the task,
+//	             or its cost cannot be read or taken (ErrCost)  archive
 //	             it holds a ticket                              redeem
 //	             otherwise                                      take a turn
 //	redeem       no ticket, or void (the limit changed, the
@@ -198,7 +199,8 @@ func (j *job) logger() *slog.Logger {
 func (j *job) upstream() string { return j.buckets[j.up].Key }
 
 // begin is a throttled job's first step: a task whose bucket key cannot be
-// derived is archived; one holding a ticket redeems it; any other takes a turn.
+// derived, or whose cost cannot be read or taken, is archived; one holding a
+// ticket redeems it; any other takes a turn.
 func (p *Pool) begin(ctx context.Context, j *job) fate {
 	if err := p.bind(j); err != nil {
 		return archived(permanent(err))
@@ -209,7 +211,9 @@ func (p *Pool) begin(ctx context.Context, j *job) fate {
 	return takeTurn
 }
 
-// bind works out job j's buckets and in-flight semaphore under j.pol.
+// bind works out job j's buckets (one per limit of its policy, and the
+// global one), the tokens it takes from each, and its in-flight semaphore
+// under j.pol.
 func (p *Pool) bind(j *job) error {
 	var err error
 	if j.buckets, j.key, err = j.pol.buckets(j.task, j.meta); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -234,7 +235,9 @@ func (p *Pool) SetPolicy(name string, pol Policy) error {
 }
 
 func sameLimits(a, b *policy) bool {
-	return a.Limit == b.Limit && a.slots == b.slots && a.global == b.global
+	return slices.EqualFunc(a.limits, b.limits, func(x, y NamedLimit) bool {
+		return x.Name == y.Name && x.Limit == y.Limit
+	}) && a.slots == b.slots && a.global == b.global
 }
 
 // Start checks that the queues' Redis answers and starts taking jobs. It

@@ -66,11 +66,11 @@ func TestPoolUpstreamCoolsTheUpstreamBucket(t *testing.T) {
 			ctx := context.Background()
 			globalLeft, err := lim.CooldownLeft(ctx, workers.GlobalKey(pol))
 			require.NoError(t, err)
-			ownLeft, err := lim.CooldownLeft(ctx, workers.BucketKey(pol, "a"))
+			ownLeft, err := lim.CooldownLeft(ctx, workers.BucketKey(pol, "a", ""))
 			require.NoError(t, err)
 			_, globalRate, err := lim.AdaptiveLimit(ctx, workers.GlobalKey(pol), throttle.Adaptive{Ceiling: global})
 			require.NoError(t, err)
-			_, ownRate, err := lim.AdaptiveLimit(ctx, workers.BucketKey(pol, "a"), throttle.Adaptive{Ceiling: throttle.PerSecond(100, 10)})
+			_, ownRate, err := lim.AdaptiveLimit(ctx, workers.BucketKey(pol, "a", ""), throttle.Adaptive{Ceiling: throttle.PerSecond(100, 10)})
 			require.NoError(t, err)
 
 			h.enqueue(t, queue.Task{Type: "job", Payload: []byte(`{"tenant": "b"}`)}, asynq.MaxRetry(0))

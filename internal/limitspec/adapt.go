@@ -56,12 +56,12 @@ func (v *adaptValue) UnmarshalJSON(b []byte) error {
 // adaptTarget is the limit of s that adapts to the upstream: with a key and
 // global=, the global one, since the upstream's limit is the account every
 // key shares, unless adapt=key says each key has its own quota upstream;
-// else the type's own.
+// else the type's first limit, its own bucket.
 func adaptTarget(s Spec) throttle.Policy {
 	if s.KeyTemplate != "" && s.Global != nil && !s.AdaptKey {
 		return s.Global
 	}
-	return s.Limit
+	return s.All()[0].Limit
 }
 
 // adaptsByDefault reports whether a spec under p adapts unless it says
@@ -71,10 +71,11 @@ func adaptsByDefault(p throttle.Policy) bool {
 	return isBucket && throttle.Adaptive{Ceiling: l}.Validate() == nil
 }
 
-// apply sets sp.Adapt, sp.AdaptKey and sp.AdaptFloor from ad, once sp.Limit
-// and sp.Global are built: on by default when the limit that adapts
-// (adaptTarget) is a token bucket, which alone can adapt; a floor needs
-// adapt on and is converted to that limit's period.
+// apply sets sp.Adapt, sp.AdaptKey and sp.AdaptFloor from ad, once sp's
+// limits and global= are built: the limit that adapts (adaptTarget), the
+// type's own bucket or the global one, does so by default when it is a token
+// bucket, which alone can adapt; a floor needs adapt on and is converted to
+// that limit's period.
 func (ad adaptive) apply(sp *Spec) error {
 	if ad.key && (sp.KeyTemplate == "" || sp.Global == nil) {
 		return invalidf("adapt=key needs key= and global= (it keeps the upstream's signals on each key's own bucket instead of the global one)")
