@@ -42,8 +42,9 @@ func ObserveResponse(ctx context.Context, resp *http.Response) {
 //
 // The pool applies the quota of requests to the upstream's bucket. The
 // quotas of tokens (Tokens, InputTokens, OutputTokens) are kept with it but
-// apply to no bucket: they will, to a policy's bucket of that name, once a
-// job type can have one.
+// apply to no bucket: they are for a policy's named limit of that name
+// (NamedLimit.Name "tokens"), which does not adapt, as only the upstream's
+// bucket of a job does.
 func ObserveAnswer(ctx context.Context, a backoff.Answer) {
 	n, _ := ctx.Value(noteKey{}).(*upstreamNote)
 	if n == nil {
