@@ -25,7 +25,8 @@ func TestPoolUpstreamCoolsTheUpstreamBucket(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		adaptKey bool
-	}{{"global by default", false}, {"AdaptKey: each tenant its own", true}} {
+		named    bool // with a named limit "tokens" beside the requests one
+	}{{"global by default", false, false}, {"global, with a named limit", false, true}, {"AdaptKey: each tenant its own", true, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
 			p, err := workers.NewPool(h.config(t))
@@ -39,6 +40,9 @@ func TestPoolUpstreamCoolsTheUpstreamBucket(t *testing.T) {
 			pol := workers.Policy{
 				Name: "acct", Limit: throttle.PerSecond(100, 10), Key: perTenant, Global: &global,
 				Fair: true, Adapt: true, AdaptKey: tc.adaptKey,
+			}
+			if tc.named {
+				pol.Limits = []workers.NamedLimit{{Name: "tokens", Limit: throttle.PerSecond(1000, 100), Cost: 10}}
 			}
 			type call struct {
 				tenant string
