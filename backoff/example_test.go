@@ -111,3 +111,22 @@ func ExampleRetryAfterFromHeader() {
 	}
 	// Output: wait 30s
 }
+
+func ExampleParseAnswer() {
+	// GitHub's answer to a spent primary quota: a 403 that is a throttle.
+	h := http.Header{}
+	h.Set("X-RateLimit-Limit", "5000")
+	h.Set("X-RateLimit-Remaining", "0")
+	h.Set("X-RateLimit-Reset", "1773489642")
+	h.Set("X-RateLimit-Resource", "core")
+	received := time.Unix(1773489600, 0)
+
+	a := backoff.ParseAnswer(http.StatusForbidden, h, nil, received)
+	q, _ := a.Quota(backoff.Requests)
+	fmt.Println(q.Name, q.Limit, q.Exhausted, q.Reset)
+	d, cool, refused := backoff.UpstreamRule{}.Answer(a, 0)
+	fmt.Println(refused, cool, d)
+	// Output:
+	// core 5000 true 42s
+	// true true 42s
+}

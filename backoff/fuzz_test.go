@@ -3,6 +3,8 @@ package backoff_test
 import (
 	"errors"
 	"math"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,6 +101,63 @@ func FuzzDecorrelatedNext(f *testing.F) {
 		}
 		if got < d.Base || got > upper {
 			t.Fatalf("%+v.Next(%d) = %v, outside [%v, %v]", d, prev, got, d.Base, upper)
+		}
+	})
+}
+
+// FuzzParseAnswer feeds ParseAnswer any status, header (lines of
+// "name: value") and body: it never panics, and what it returns stays in
+// range.
+func FuzzParseAnswer(f *testing.F) {
+	seeds := []struct {
+		status int
+		fields string
+		body   string
+	}{
+		{200, "RateLimit-Policy: \"default\";q=100;w=60\nRateLimit: \"default\";r=40;t=30", ""},
+		{200, "x-ratelimit-limit-requests: 60\nx-ratelimit-remaining-requests: 59\nx-ratelimit-reset-requests: 1s\nx-ratelimit-reset-tokens: 1m30.5s", ""},
+		{429, "anthropic-ratelimit-tokens-remaining: 0\nanthropic-ratelimit-tokens-reset: 2026-03-14T12:00:07Z\nretry-after: 7", ""},
+		{403, "x-ratelimit-remaining: 0\nx-ratelimit-reset: 1773489642\nx-ratelimit-used: 5000\nx-ratelimit-resource: core", "{}"},
+		{429, "X-RateLimit-Reset-After: 1.234", `{"retry_after": 0.64, "global": false}`},
+		{429, "X-Shopify-Shop-Api-Call-Limit: 40/40\nRetry-After: 2.0", ""},
+		{503, "retry-after-ms: 99999999999999999999999", "{\"retry_after\": 1e400}"},
+		{429, "x-ratelimit-reset-tokens: -6m\nRateLimit-Policy: ;q=;w=\nX-Shopify-Shop-Api-Call-Limit: 1/0", `{"retry_after":`},
+	}
+	for _, s := range seeds {
+		f.Add(s.status, s.fields, s.body, now.Unix())
+	}
+	f.Fuzz(func(t *testing.T, status int, fields, body string, nowUnix int64) {
+		h := http.Header{}
+		for _, line := range strings.Split(fields, "\n") {
+			if name, value, ok := strings.Cut(line, ":"); ok {
+				h.Add(name, strings.TrimSpace(value))
+			}
+		}
+		a := backoff.ParseAnswer(status, h, []byte(body), time.Unix(nowUnix, 0))
+		inRange := func(d time.Duration) bool { return d >= 0 && d <= backoff.MaxRetryAfter }
+		if !inRange(a.Wait) || (!a.WaitSaid && a.Wait != 0) || (!a.Refused && a.WaitSaid) {
+			t.Fatalf("wait %v (said %v, refused %v)", a.Wait, a.WaitSaid, a.Refused)
+		}
+		if a.Refused && status != 429 && status != 503 && status != 403 {
+			t.Fatalf("status %d refused", status)
+		}
+		for _, q := range a.Quotas {
+			for _, f := range []float64{q.Limit, q.Remaining, q.Rate} {
+				if math.IsNaN(f) || f < 0 {
+					t.Fatalf("quota %+v: a number out of range", q)
+				}
+			}
+			if math.IsInf(q.Rate, 0) || !inRange(q.Reset) || q.Window < 0 {
+				t.Fatalf("quota %+v: out of range", q)
+			}
+		}
+		for _, err := range a.Problems {
+			if !errors.Is(err, backoff.ErrMalformed) {
+				t.Fatalf("problem %v does not wrap ErrMalformed", err)
+			}
+		}
+		if d, cool, ok := (backoff.UpstreamRule{}).Answer(a, 1); ok != a.Refused || !inRange(d) || (cool && !ok) {
+			t.Fatalf("rule: %v %v %v for %+v", d, cool, ok, a)
 		}
 	})
 }

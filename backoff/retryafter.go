@@ -35,7 +35,8 @@ const maxQuoted = 64
 // returns how long the server asked the client to wait.
 //
 // The value is either delta-seconds, a non-negative decimal integer such as
-// "120", or an HTTP-date in any of its three forms: IMF-fixdate
+// "120" (or a decimal fraction such as "2.0" or "0.64", as Shopify and
+// Discord send; digits beyond the nanosecond are dropped), or an HTTP-date in any of its three forms: IMF-fixdate
 // ("Sun, 06 Nov 1994 08:49:37 GMT"), obsolete RFC 850
 // ("Sunday, 06-Nov-94 08:49:37 GMT") or asctime ("Sun Nov  6 08:49:37 1994").
 // Dates must end in GMT (asctime has no zone and is read as GMT); as with
@@ -48,7 +49,8 @@ const maxQuoted = 64
 // including digit strings too long for an int64, are clamped to
 // MaxRetryAfter, so the result is always in [0, MaxRetryAfter].
 //
-// An empty, negative, fractional or signed ("+5") number, or anything that is
+// An empty, negative or signed ("+5") number, a fraction without digits on
+// both sides of its point (".5", "5."), or anything that is
 // neither a number nor a date, is an error wrapping ErrInvalidRetryAfter that
 // quotes the value (cut to 64 bytes).
 func ParseRetryAfter(value string, now time.Time) (time.Duration, error) {
@@ -58,6 +60,9 @@ func ParseRetryAfter(value string, now time.Time) (time.Duration, error) {
 	}
 	if isDigits(v) {
 		return parseDeltaSeconds(v), nil
+	}
+	if whole, frac, ok := strings.Cut(v, "."); ok && isDigits(whole) && isDigits(frac) {
+		return parseDecimalSeconds(whole, frac), nil
 	}
 	for _, layout := range httpDateLayouts {
 		t, err := time.Parse(layout, v)
@@ -94,6 +99,18 @@ func parseDeltaSeconds(digits string) time.Duration {
 		return MaxRetryAfter
 	}
 	return time.Duration(n) * time.Second
+}
+
+// parseDecimalSeconds converts whole.frac seconds, both non-empty strings of
+// ASCII digits, clamping to MaxRetryAfter; frac counts to the nanosecond.
+func parseDecimalSeconds(whole, frac string) time.Duration {
+	d := parseDeltaSeconds(whole)
+	if d >= MaxRetryAfter {
+		return MaxRetryAfter
+	}
+	frac = (frac + "000000000")[:9]
+	ns, _ := strconv.ParseInt(frac, 10, 64) // nine digits: always fits
+	return min(d+time.Duration(ns), MaxRetryAfter)
 }
 
 func isDigits(s string) bool {

@@ -32,6 +32,15 @@ func TestParseRetryAfter(t *testing.T) {
 		{"9223372036854775807", backoff.MaxRetryAfter},
 		{"99999999999999999999999", backoff.MaxRetryAfter},
 
+		// decimal seconds (Shopify, Discord)
+		{"2.0", 2 * time.Second},
+		{"1.5", 1500 * time.Millisecond},
+		{" 0.64 ", 640 * time.Millisecond},
+		{"0.0000000019", 1},
+		{"86399.9999999999", backoff.MaxRetryAfter - 1},
+		{"86400.5", backoff.MaxRetryAfter},
+		{"99999999999999999999999.5", backoff.MaxRetryAfter},
+
 		// IMF-fixdate
 		{"Sat, 14 Mar 2026 12:02:00 GMT", 2 * time.Minute},
 		{" Sat, 14 Mar 2026 12:00:30 GMT ", 30 * time.Second},
@@ -72,7 +81,11 @@ func TestParseRetryAfterInvalid(t *testing.T) {
 		"",
 		"   ",
 		"-1",
-		"1.5",
+		"-1.5",
+		".5",
+		"5.",
+		"1.2.3",
+		"1,5",
 		"+5",
 		"abc",
 		"1e3",

@@ -54,7 +54,9 @@ type upstreamConfig struct {
 	// Delay is how long the upstream takes to answer each request.
 	Delay time.Duration
 	// Announce, if set, puts the enforced bucket's quota on every answer:
-	// "ietf" as RateLimit-Policy / RateLimit fields, "x" as X-RateLimit-*.
+	// "ietf" as RateLimit-Policy / RateLimit fields, "x" as X-RateLimit-*,
+	// or in the dialect of an API (dialect_test.go): "openai", "anthropic",
+	// "github", "discord", "shopify", which also say a refusal their way.
 	Announce string
 	// Schedule, if set, changes the enforced Rate over time: each step's
 	// rate applies from its offset after the first request.
@@ -144,7 +146,7 @@ func (u *upstream) Refused() time.Time {
 func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	q := r.URL.Query()
-	status, retryAfter := u.decide(now)
+	status, retryAfter, wait := u.decide(now)
 	u.mu.Lock()
 	u.reqs = append(u.reqs, request{At: now, Status: status, ID: q.Get("id"), Bucket: q.Get("b")})
 	u.mu.Unlock()
@@ -155,6 +157,10 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 		}
 	}
+	if d, ok := dialects[u.cfg.Announce]; ok && u.cfg.Rate > 0 {
+		u.speak(w, d, now, status, retryAfter, wait)
+		return
+	}
 	if retryAfter != "" {
 		w.Header().Set("Retry-After", retryAfter)
 	}
@@ -163,8 +169,9 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, http.StatusText(status))
 }
 
-// decide is the answer to a request that arrived at now: 200, or 429 and a Retry-After.
-func (u *upstream) decide(now time.Time) (int, string) {
+// decide is the answer to a request that arrived at now: 200, or 429 and a
+// Retry-After, and the wait it rounds up (0 in a refusal window).
+func (u *upstream) decide(now time.Time) (int, string, time.Duration) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	defer func() { u.served++ }()
@@ -174,12 +181,12 @@ func (u *upstream) decide(now time.Time) (int, string) {
 			f.opened = now
 		}
 		if now.Before(f.opened.Add(f.window)) {
-			return http.StatusTooManyRequests, f.retryAfter
+			return http.StatusTooManyRequests, f.retryAfter, 0
 		}
 		f.armed = false
 	}
 	if u.cfg.Rate <= 0 {
-		return http.StatusOK, ""
+		return http.StatusOK, "", 0
 	}
 	if !u.started {
 		u.started, u.tat, u.first = true, now, now
@@ -192,10 +199,10 @@ func (u *upstream) decide(now time.Time) (int, string) {
 	next := tat.Add(interval)
 	if next.Sub(now) > time.Duration(u.cfg.Burst)*interval+u.cfg.Jitter+u.cfg.Probe.Worst() {
 		wait := next.Sub(now) - time.Duration(u.cfg.Burst)*interval
-		return http.StatusTooManyRequests, strconv.Itoa(int(wait.Seconds()) + 1)
+		return http.StatusTooManyRequests, strconv.Itoa(int(wait.Seconds()) + 1), wait
 	}
 	u.tat = next
-	return http.StatusOK, ""
+	return http.StatusOK, "", 0
 }
 
 // Requests returns a copy of every request received so far, in arrival order.

@@ -11,45 +11,46 @@ import (
 // the jobs that booked turns at the old one. Every call workers makes to
 // throttle's adaptive API (Limiter.AdaptiveLimit, Refused, Succeeded, Announced) is here.
 
-// adaptRefused reports an upstream refusal of job j to its adaptive bucket:
-// the fleet's effective rate falls, once per overload episode.
+// adaptRefused reports an upstream refusal of job j to its upstream's
+// adaptive bucket (job.upstream): the fleet's effective rate falls, once per
+// overload episode.
 func (p *Pool) adaptRefused(ctx context.Context, j *job) {
 	a := j.pol.adaptive
-	st, lowered, err := p.adapt.Refused(context.WithoutCancel(ctx), j.key, *a)
+	st, lowered, err := p.adapt.Refused(context.WithoutCancel(ctx), j.upstream(), *a)
 	if err != nil {
 		j.logger().Debug("workers: cannot report the refusal to the adaptive rate", "err", err)
 		return
 	}
 	if lowered {
-		p.rebookBucket(j.key)
+		p.rebookBucket(j.upstream())
 		j.logger().Info("workers: upstream refused: the fleet's effective rate for the bucket is lowered",
-			"bucket", j.key, "rate", st.Rate, "ceiling", a.Ceiling.Rate, "per", a.Ceiling.Period.String(), "why", st.Reason)
+			"bucket", j.upstream(), "rate", st.Rate, "ceiling", a.Ceiling.Rate, "per", a.Ceiling.Period.String(), "why", st.Reason)
 	}
 }
 
 // announced makes the rate the upstream announced (q.Rate > 0) the
-// effective rate of job j's bucket, never above its ceiling.
+// effective rate of job j's upstream's bucket, never above its ceiling.
 func (p *Pool) announced(ctx context.Context, j *job, q backoff.Quota) {
 	a := j.pol.adaptive
 	rate := q.Rate * a.Ceiling.Period.Seconds()
 	if a.Ceiling.Period == 0 {
 		rate = q.Rate
 	}
-	st, changed, err := p.adapt.Announced(context.WithoutCancel(ctx), j.key, *a, rate)
+	st, changed, err := p.adapt.Announced(context.WithoutCancel(ctx), j.upstream(), *a, rate)
 	if err != nil {
 		j.logger().Debug("workers: cannot report the announced quota", "err", err)
 		return
 	}
 	if changed {
-		p.rebookBucket(j.key)
+		p.rebookBucket(j.upstream())
 		j.logger().Info("workers: the upstream announced its quota: the fleet's effective rate for the bucket follows it",
-			"bucket", j.key, "rate", st.Rate, "ceiling", a.Ceiling.Rate, "per", a.Ceiling.Period.String())
+			"bucket", j.upstream(), "rate", st.Rate, "ceiling", a.Ceiling.Rate, "per", a.Ceiling.Period.String())
 	}
 }
 
-// adaptSucceeded counts a success of job j for its adaptive bucket.
+// adaptSucceeded counts a success of job j for its upstream's adaptive bucket.
 func (p *Pool) adaptSucceeded(ctx context.Context, j *job) {
-	if err := p.adapt.Succeeded(context.WithoutCancel(ctx), j.key, *j.pol.adaptive); err != nil {
+	if err := p.adapt.Succeeded(context.WithoutCancel(ctx), j.upstream(), *j.pol.adaptive); err != nil {
 		j.logger().Debug("workers: cannot report successes to the adaptive rate", "err", err)
 	}
 }
@@ -69,7 +70,7 @@ func (p *Pool) rebookBucket(key string) {
 	}
 }
 
-// rateDropped reports whether the adaptive rate of job j's bucket dropped
+// rateDropped reports whether the adaptive rate of job j's upstream's bucket dropped
 // below the rate its turn was booked at while it waited for it: another
 // process learned the upstream's limit (an announced quota, a 429) and
 // could not wake this one's waiters. The turn is then given up (its tokens
@@ -93,7 +94,7 @@ func (p *Pool) rateDropped(ctx context.Context, j *job) bool {
 
 // adaptiveRate is the effective rate of job j's adaptive bucket now.
 func (p *Pool) adaptiveRate(ctx context.Context, j *job) (float64, error) {
-	l, _, err := p.adapt.AdaptiveLimit(ctx, j.key, *j.pol.adaptive)
+	l, _, err := p.adapt.AdaptiveLimit(ctx, j.upstream(), *j.pol.adaptive)
 	return l.Rate, err
 }
 

@@ -57,7 +57,7 @@ func TestPoolBadTasks(t *testing.T) {
 		{"header missing", asynq.NewTask("keyed", nil),
 			`key template "{header.sluice-key}": header "sluice-key" is missing or empty`},
 		{"cost over burst", asynq.NewTaskWithHeaders("tenant", []byte(`{"tenant": "a"}`), map[string]string{queue.HeaderCost: "5"}),
-			`n 5 is larger than burst 2`},
+			`workers: bad job cost: policy "tenant": cost 5 is more than its burst 2; archived`},
 	}
 	for _, c := range cases {
 		id := h.enqueueRaw(t, c.task, asynq.MaxRetry(3))

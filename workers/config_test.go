@@ -72,6 +72,11 @@ func TestStartReportsHandleMistakes(t *testing.T) {
 	p.HandleFunc("fair no global", ok, &workers.Policy{Name: "f2", Limit: lim, Key: byTenant, Fair: true})
 	p.HandleFunc("bad weight", ok, &workers.Policy{Name: "f3", Limit: lim, Key: byTenant, Global: lim, Fair: true, Weights: map[string]int{"acme": 0}})
 	p.HandleFunc("weights unfair", ok, &workers.Policy{Name: "f4", Limit: lim, Weights: map[string]int{"acme": 2}})
+	p.HandleFunc("no limit", ok, &workers.Policy{Name: "n0"})
+	p.HandleFunc("unnamed", ok, &workers.Policy{Name: "n1", Limits: []workers.NamedLimit{{Limit: lim}}})
+	p.HandleFunc("named twice", ok, &workers.Policy{Name: "n2", Limits: []workers.NamedLimit{{Name: "r", Limit: lim}, {Name: "r", Limit: lim}}})
+	p.HandleFunc("named cost", ok, &workers.Policy{Name: "n3", Limits: []workers.NamedLimit{{Name: "r", Limit: lim}, {Name: "t", Limit: lim, Cost: 3}}})
+	p.HandleFunc("named adapt", ok, &workers.Policy{Name: "n4", Adapt: true, Limits: []workers.NamedLimit{{Name: "w", Limit: throttle.FixedWindow{Max: 5, Window: time.Second}}}})
 
 	err = p.Start()
 	for _, want := range []string{
@@ -88,6 +93,11 @@ func TestStartReportsHandleMistakes(t *testing.T) {
 		`Handle("fair no global"): policy "f2": Fair needs Global`,
 		`Handle("bad weight"): policy "f3": Weights["acme"] 0 is not between 1 and 1000000`,
 		`Handle("weights unfair"): policy "f4": Weights are set without Fair`,
+		`Handle("no limit"): policy "n0": Limit: is nil`,
+		`Handle("unnamed"): policy "n1": Limits[0]: Name is required`,
+		`Handle("named twice"): policy "n2": Limits[1]: Name "r" is given twice`,
+		`Handle("named cost"): policy "n3": Cost 3 is larger than Limits[1] ("t")'s burst 2`,
+		`Handle("named adapt"): policy "n4": Adapt needs a token bucket (throttle.Limit) as its first limit`,
 	} {
 		assert.ErrorContains(t, err, want)
 	}

@@ -16,6 +16,11 @@ var (
 	// derive a bucket key from it: a field its KeyFunc needs is missing or
 	// malformed. Retrying would not help.
 	ErrKey = errors.New("workers: cannot derive the bucket key")
+	// ErrCost matches the error a job is archived with when its cost cannot
+	// be taken: a field its CostFunc reads is missing or not a whole number,
+	// or the cost is less than 1 or more than a limit grants at once.
+	// Retrying would not help.
+	ErrCost = errors.New("workers: bad job cost")
 )
 
 // HorizonError is returned to asynq, which archives the job, when a job that

@@ -83,3 +83,25 @@ func ExampleKeyTemplate() {
 	// key template "tenant:{payload.tenant}": payload field "tenant" is missing or empty
 	// workers: key template "tenant:{payload.tenant": unclosed '{' at byte 7
 }
+
+// An LLM API limits requests and tokens per minute: each job takes one
+// request and the tokens its payload asks for, from both buckets at once.
+func ExampleNamedLimit() {
+	tokens, err := workers.CostTemplate("{payload.max_tokens}")
+	if err != nil {
+		log.Fatal(err)
+	}
+	pol := workers.Policy{Name: "llm", Limits: []workers.NamedLimit{
+		{Name: "requests", Limit: throttle.Limit{Rate: 3000, Period: time.Minute, Burst: 50}},
+		{Name: "tokens", Limit: throttle.Limit{Rate: 90000, Period: time.Minute, Burst: 20000}, CostFrom: tokens},
+	}}
+	n, err := tokens(asynq.NewTask("llm", []byte(`{"prompt": "...", "max_tokens": 512}`)))
+	fmt.Println(n, err)
+	_, err = tokens(asynq.NewTask("llm", []byte(`{"prompt": "..."}`)))
+	fmt.Println(err)
+	fmt.Println(workers.BucketKey(pol, "llm", "tokens"))
+	// Output:
+	// 512 <nil>
+	// cost template "{payload.max_tokens}": payload field "max_tokens" is missing
+	// {llm}{tokens}:llm
+}

@@ -27,7 +27,8 @@ import (
 //	dequeued     sent back already (asynq hands it over again:
 //	             a worker lost with it, its copy made)          copied
 //	             an unthrottled type                            run
-//	             no bucket key can be derived from the task     archive
+//	             no bucket key can be derived from the task,
+//	             or its cost cannot be read or taken (ErrCost)  archive
 //	             it holds a ticket                              redeem
 //	             otherwise                                      take a turn
 //	redeem       no ticket, or void (the limit changed, the
@@ -79,7 +80,8 @@ type job struct {
 	base    *slog.Logger // the pool's logger
 
 	buckets []throttle.Bucket // the policy's buckets for this task
-	key     string            // the task's own bucket: where a cooldown goes
+	key     string            // the task's own bucket
+	up      int               // the index in buckets of the upstream's: where its cooldowns and announcements go
 	sem     string            // the task's in-flight semaphore, if its policy has InFlight
 	lease   *throttle.Lease   // its slot of sem while held before the handler (see holdFirst)
 }
@@ -192,8 +194,13 @@ func (j *job) logger() *slog.Logger {
 	return j.lg
 }
 
+// upstream is the key of the bucket job j's upstream's refusals and
+// announcements apply to: its own, or Global (see Policy.AdaptKey).
+func (j *job) upstream() string { return j.buckets[j.up].Key }
+
 // begin is a throttled job's first step: a task whose bucket key cannot be
-// derived is archived; one holding a ticket redeems it; any other takes a turn.
+// derived, or whose cost cannot be read or taken, is archived; one holding a
+// ticket redeems it; any other takes a turn.
 func (p *Pool) begin(ctx context.Context, j *job) fate {
 	if err := p.bind(j); err != nil {
 		return archived(permanent(err))
@@ -204,12 +211,15 @@ func (p *Pool) begin(ctx context.Context, j *job) fate {
 	return takeTurn
 }
 
-// bind works out job j's buckets and in-flight semaphore under j.pol.
+// bind works out job j's buckets (one per limit of its policy, and the
+// global one), the tokens it takes from each, and its in-flight semaphore
+// under j.pol.
 func (p *Pool) bind(j *job) error {
 	var err error
 	if j.buckets, j.key, err = j.pol.buckets(j.task, j.meta); err != nil {
 		return err
 	}
+	j.up = j.pol.upstreamOf(j.buckets)
 	j.sem = ""
 	if j.pol.InFlight > 0 {
 		if j.sem, err = j.pol.inFlightKey(j.key); err != nil {
@@ -282,7 +292,7 @@ func (p *Pool) redeem(ctx context.Context, j *job) fate {
 	// pool sends it back holding its ticket.
 	wake, stop := context.WithCancel(ctx)
 	defer stop()
-	w := &waiter{policy: j.rt.name, bucket: j.key, slot: slot, cancel: stop, done: make(chan struct{})}
+	w := &waiter{policy: j.rt.name, bucket: j.upstream(), slot: slot, cancel: stop, done: make(chan struct{})}
 	if !p.addWaiter(w) {
 		stop()
 	}
@@ -401,7 +411,7 @@ func (p *Pool) acquire(ctx context.Context, j *job) fate {
 	}
 	wctx, cancel := context.WithCancel(tctx)
 	defer cancel()
-	w := &waiter{policy: j.rt.name, bucket: j.key, slot: r.Time(), cancel: cancel, done: make(chan struct{})}
+	w := &waiter{policy: j.rt.name, bucket: j.upstream(), slot: r.Time(), cancel: cancel, done: make(chan struct{})}
 	if !p.addWaiter(w) { // the pool began to stop since budget was read
 		cancel()
 	}
@@ -538,16 +548,23 @@ func (p *Pool) sendBackWith(j *job, r *throttle.Reservation, why reason) fate {
 }
 
 // heedCooldown sends back a job that booked its turn earlier (a ticket, or a
-// wait in this process) if its bucket is now in a cooldown (an upstream 429
-// or 503 seen by any host): a turn booked before the cooldown must not run
-// inside it. The job gives the turn up and comes back after the cooldown to
-// take a new one behind it. It costs such a job one store call, bounded by
-// cooldownCheckTimeout; if the store cannot answer in time, the job keeps its
-// turn, which the bucket already counted.
+// wait in this process) if its own bucket or its upstream's is now in a
+// cooldown (an upstream 429 or 503 seen by any host, an operator's): a turn
+// booked before the cooldown must not run inside it. The job gives the turn
+// up and comes back after the cooldown to take a new one behind it. It costs
+// such a job one store call (two when its upstream's bucket is Global),
+// bounded by cooldownCheckTimeout; if the store cannot answer in time, the
+// job keeps its turn, which the bucket already counted.
 func (p *Pool) heedCooldown(ctx context.Context, j *job) (f fate, sent bool) {
 	sctx, cancel := context.WithTimeout(ctx, cooldownCheckTimeout)
 	defer cancel()
 	left, err := p.cfg.Limiter.CooldownLeft(sctx, j.key)
+	if up := j.upstream(); err == nil && up != j.key {
+		// An operator may cool a key's own bucket; the upstream cools Global.
+		var upLeft time.Duration
+		upLeft, err = p.cfg.Limiter.CooldownLeft(sctx, up)
+		left = max(left, upLeft)
+	}
 	if err != nil {
 		j.logger().Debug("workers: cannot read the bucket's cooldown; keeping the turn", "err", err)
 		return fate{}, false
@@ -612,6 +629,7 @@ func (p *Pool) runHolding(ctx context.Context, j *job, turn time.Time) fate {
 //   - any other error goes to asynq unchanged: a failure, retried or
 //     archived by the task's MaxRetry.
 func (p *Pool) result(ctx context.Context, j *job, err error) fate {
+	p.warnMalformed(j)
 	if err == nil {
 		if j.pol != nil && j.pol.adaptive != nil {
 			p.adaptSucceeded(ctx, j)
@@ -636,16 +654,17 @@ func (p *Pool) result(ctx context.Context, j *job, err error) fate {
 }
 
 // upstream is the fate of a job whose handler returned an *UpstreamError: it
-// puts the task's own bucket (not the policy's global one) in cooldown for
-// RetryAfter, or for an exponential backoff on the job's requeues when the
-// upstream did not say, so that no host takes from it meanwhile; then it
-// reserves this job a turn after the cooldown, which it goes back holding.
+// puts the upstream's bucket (the task's own, or with Key and Global the
+// global one, unless Policy.AdaptKey) in cooldown for RetryAfter, or for an
+// exponential backoff on the job's requeues when the upstream did not say,
+// so that no host takes from it meanwhile; then it reserves this job a turn
+// after the cooldown, which it goes back holding.
 // Jobs that hit the 429 together each get their own later turn, so they come
 // back one at a time. None of this is a failure or spends a retry.
 func (p *Pool) upstream(ctx context.Context, j *job, up *UpstreamError) fate {
-	// The rule httplimit.Transport applies too (backoff.Upstream), with the
-	// pool's jittered backoff for a refusal without Retry-After.
-	d, cool, _ := backoff.Upstream(up.StatusCode, up.RetryAfter, up.RetryAfter > 0, j.meta.Requeues)
+	// The rule httplimit.Transport applies too (backoff.UpstreamRule), with
+	// the pool's jittered backoff for a refusal without Retry-After.
+	d, cool, _ := backoff.UpstreamRule{}.Answer(up.answer(), j.meta.Requeues)
 	if up.RetryAfter <= 0 {
 		d = backoffDelay(j.meta.Requeues)
 	}
@@ -669,7 +688,7 @@ func (p *Pool) upstream(ctx context.Context, j *job, up *UpstreamError) fate {
 	// The handler's context may be over; these calls get one of their own.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	if _, err := p.cfg.Limiter.Cooldown(sctx, j.key, j.buckets[0].Limit, d); err != nil {
+	if _, err := p.cfg.Limiter.Cooldown(sctx, j.upstream(), j.buckets[j.up].Limit, d); err != nil {
 		j.logger().Debug("workers: limiter store unavailable; cannot put the bucket in cooldown", "err", err)
 	} else {
 		p.cooledDown(ctx, j.rt)

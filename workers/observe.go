@@ -3,6 +3,7 @@ package workers
 import (
 	"context"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,41 +13,79 @@ import (
 // noteKey carries a job's upstreamNote in its handler's context.
 type noteKey struct{}
 
-// upstreamNote is what the handler saw of the upstream's announced quota.
+// upstreamNote is what the handler saw of the upstream's announced quotas.
 type upstreamNote struct {
-	mu    sync.Mutex
-	quota backoff.Quota
-	ok    bool
+	mu       sync.Mutex
+	last     backoff.Answer // the last quota announced of each resource, in Quotas
+	problems []error        // fields the upstream wrote that could not be read
 }
 
 // ObserveResponse records what an upstream's answer says about its rate
-// limit (its IETF RateLimit / RateLimit-Policy fields, or X-RateLimit-*:
-// see backoff.ParseQuota) for the pool, which applies it to the job's
-// adaptive bucket once the handler returns: the announced rate becomes the
-// fleet's effective rate (never above the ceiling), and a quota announced as
-// exhausted holds the bucket until its reset instead of drawing a 429. A
-// handler calls it with each answer it gets; the http:request job does. It
-// does nothing outside a pool's handler or for a policy that does not adapt,
-// and reads only the headers.
+// limit, in any dialect backoff.ParseAnswer reads, for the pool, which
+// applies it to the upstream's adaptive bucket (Policy.AdaptKey) once the
+// handler returns: the announced rate becomes the fleet's effective rate
+// (never above the ceiling), and a quota announced as exhausted holds the
+// bucket until its reset instead of drawing a 429. A handler calls it with
+// each answer it gets; the http:request job does. It does nothing outside a
+// pool's handler or for a policy that does not adapt, and reads only the
+// headers. Fields that cannot be read are ignored, and
+// the pool warns of them once per policy. It is shorthand for
+// ObserveAnswer(ctx, backoff.ParseAnswer(resp.StatusCode, resp.Header, nil, time.Now())).
 func ObserveResponse(ctx context.Context, resp *http.Response) {
-	n, _ := ctx.Value(noteKey{}).(*upstreamNote)
-	if n == nil || resp == nil {
+	if resp == nil {
 		return
 	}
-	q, ok := backoff.ParseQuota(resp.Header, time.Now())
-	if !ok {
+	ObserveAnswer(ctx, backoff.ParseAnswer(resp.StatusCode, resp.Header, nil, time.Now()))
+}
+
+// ObserveAnswer is ObserveResponse for an answer the handler parsed itself.
+//
+// The pool applies the quota of requests to the upstream's bucket. The
+// quotas of tokens (Tokens, InputTokens, OutputTokens) are kept with it but
+// apply to no bucket: they are for a policy's named limit of that name
+// (NamedLimit.Name "tokens"), which does not adapt, as only the upstream's
+// bucket of a job does.
+func ObserveAnswer(ctx context.Context, a backoff.Answer) {
+	n, _ := ctx.Value(noteKey{}).(*upstreamNote)
+	if n == nil {
 		return
 	}
 	n.mu.Lock()
-	n.quota, n.ok = q, true
-	n.mu.Unlock()
+	defer n.mu.Unlock()
+	for _, q := range a.Quotas {
+		i := slices.IndexFunc(n.last.Quotas, func(o backoff.Quota) bool { return o.Resource == q.Resource })
+		if i < 0 {
+			n.last.Quotas = append(n.last.Quotas, q)
+		} else {
+			n.last.Quotas[i] = q
+		}
+	}
+	n.problems = append(n.problems, a.Problems...)
+}
+
+// warnMalformed warns, once per policy for the life of the pool, of the
+// rate-limit fields job j's upstream wrote that could not be read: they
+// were ignored, and each answer would repeat them.
+func (p *Pool) warnMalformed(j *job) {
+	j.note.mu.Lock()
+	errs := j.note.problems
+	j.note.problems = nil
+	j.note.mu.Unlock()
+	if len(errs) == 0 {
+		return
+	}
+	if _, warned := p.malformed.LoadOrStore(j.rt.name, struct{}{}); warned {
+		return
+	}
+	j.logger().Warn("workers: the upstream's rate-limit fields cannot all be read; they are ignored (warned once per policy)",
+		"problems", problems(errs))
 }
 
 // applyNote applies what job j's handler observed (ObserveResponse) to its
 // adaptive bucket.
 func (p *Pool) applyNote(ctx context.Context, j *job) {
 	j.note.mu.Lock()
-	q, ok := j.note.quota, j.note.ok
+	q, ok := j.note.last.Quota(backoff.Requests)
 	j.note.mu.Unlock()
 	a := j.pol.adaptive
 	if !ok || a == nil {
@@ -66,13 +105,13 @@ func (p *Pool) applyNote(ctx context.Context, j *job) {
 		// rate (held at the ceiling, it would come out with the effective
 		// rate's burst in hand, which the spent upstream has not).
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-		_, err := p.cfg.Limiter.Cooldown(sctx, j.key, *a, exhaustedHold(q))
+		_, err := p.cfg.Limiter.Cooldown(sctx, j.upstream(), *a, exhaustedHold(q))
 		cancel()
 		if err != nil {
 			j.logger().Debug("workers: cannot hold the bucket for the announced reset", "err", err)
 		} else {
 			j.logger().Info("workers: the upstream's quota is spent: the bucket waits for its announced reset",
-				"bucket", j.key, "reset", q.Reset)
+				"bucket", j.upstream(), "reset", q.Reset)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -32,6 +33,15 @@ import (
 // buckets live in one Cluster slot. Without Global the derived key is used as
 // it is, and each key lands in a slot of its own.
 //
+// With Limits set, each job takes from several buckets of its own, one per
+// named limit, together with Limit's (if set) and Global, in one call, all
+// or nothing: requests and tokens per minute, say, or 3/s and 100/min and
+// 2,000/day. The first of them (Limit, else Limits[0]) is the job's own
+// bucket: an upstream's cooldown and Adapt (unless they go to Global, see
+// Adapt), the InFlight semaphore and Global's cost follow it. A policy with
+// named limits keeps all its buckets under the hash tag of its Name, as with
+// Global (see BucketKey).
+//
 // With InFlight set, a job that got its turn also holds one of InFlight slots
 // of a semaphore shared by the fleet (a throttle.Concurrency) while its
 // handler runs: "at most 5 of these jobs at once". The semaphore is the
@@ -44,17 +54,25 @@ type Policy struct {
 	Name string
 	// Limit is the policy of the bucket each job takes from: any
 	// throttle.Policy (a throttle.Limit token bucket, or FixedWindow,
-	// SlidingLog, SlidingWindow, LeakyBucket). Required.
+	// SlidingLog, SlidingWindow, LeakyBucket). It is the policy's unnamed
+	// limit; it may be nil only when Limits holds at least one.
 	Limit throttle.Policy
+	// Limits are more limits every job takes from, each named and with a
+	// bucket of its own, together with Limit in one call (see NamedLimit).
+	Limits []NamedLimit
 	// Key derives a job's bucket key from its task; nil means Name. A Key that
 	// fails archives the job with an error matching ErrKey.
 	Key KeyFunc
 	// Global, if set, is one more bucket shared by every key of this policy,
 	// of any policy (a *throttle.Limit, as before, is taken as its value).
 	Global throttle.Policy
-	// Cost is the tokens each job takes; 0 means 1. A task's queue.HeaderCost
-	// overrides it.
+	// Cost is the tokens each job takes from Limit's bucket (and from
+	// Global's); 0 means 1. A task's queue.HeaderCost overrides the first
+	// limit's Cost, unless it has a CostFrom.
 	Cost int
+	// CostFrom, if set, reads each job's cost for Limit's bucket (and
+	// Global's) from its task instead of Cost (see NamedLimit.CostFrom).
+	CostFrom CostFunc
 	// MaxWait is how long a job may wait in the worker for its turn; 0 means
 	// Config.MaxWait. A job with InFlight set may then wait for a slot, no
 	// longer than MaxWait and than its turn stays fresh: half the time the
@@ -72,13 +90,22 @@ type Policy struct {
 	// it dies: the lease is renewed every third of it while the handler
 	// runs. 0 means throttle.DefaultLease (30s); else from 100ms to 24h.
 	InFlightLease time.Duration
-	// Adapt makes the job's own bucket adaptive (throttle.Adaptive): Limit,
-	// which must then be a throttle.Limit, is the ceiling; an upstream's
-	// refusal (an *UpstreamError) lowers the fleet's effective rate for the
-	// bucket, and successful jobs raise it back. AdaptFloor is the least
-	// rate, per Limit's Period (0: a tenth of it).
+	// Adapt makes the upstream's bucket adaptive (throttle.Adaptive): its
+	// limit, which must then be a throttle.Limit, is the ceiling; an
+	// upstream's refusal (an *UpstreamError) lowers the fleet's effective
+	// rate for the bucket, and successful jobs raise it back. AdaptFloor is
+	// the least rate, per that limit's Period (0: a tenth of it).
+	//
+	// The upstream's bucket is the one its refusals (the cooldown of an
+	// *UpstreamError) and announcements (ObserveResponse) apply to: the
+	// job's own bucket (Limit, else Limits[0]), or with Key and Global,
+	// Global, since an upstream's limit is the account every key shares.
+	// AdaptKey says the upstream gives each key its own quota (each tenant
+	// calls with its own API key): they apply to the key's own bucket, as
+	// without Global.
 	Adapt      bool
 	AdaptFloor float64
+	AdaptKey   bool
 	// Fair shares Global among the keys Key derives (tenants) by weight:
 	// while several keys have jobs, each gets its share of Global's rate,
 	// and a key alone gets all of it (throttle.Share). A job of a key that
@@ -93,6 +120,30 @@ type Policy struct {
 	// tokens, at most throttle.DefaultShareHorizon (see fairHorizon).
 	FairHorizon time.Duration
 }
+
+// NamedLimit is one of a Policy's named limits: a bucket of its own that
+// every job of the policy takes from, with the policy's other buckets in one
+// call, all or nothing (Policy.Limits).
+type NamedLimit struct {
+	// Name names the limit among its policy's, in its bucket's key
+	// (BucketKey), metrics and logs: "requests", "tokens", "daily".
+	// Required, distinct within the policy, and a valid Policy Name
+	// (CheckName).
+	Name string
+	// Limit is the bucket's policy, any throttle.Policy. Required.
+	Limit throttle.Policy
+	// Cost is the tokens each job takes from the bucket; 0 means 1.
+	Cost int
+	// CostFrom, if set, reads each job's cost from its task instead of Cost,
+	// such as the max_tokens of an LLM request (CostTemplate builds one). A
+	// job whose cost cannot be read, or is less than 1 or more than the
+	// limit grants at once, is archived with an error matching ErrCost.
+	CostFrom CostFunc
+}
+
+// CostFunc reads the tokens a job costs from its task. CostTemplate builds
+// one from a placeholder such as "{payload.max_tokens}".
+type CostFunc func(t *asynq.Task) (int, error)
 
 // KeyFunc derives a job's bucket key from its task, e.g. a tenant id read
 // from the payload. KeyTemplate builds one from a pattern. The key should come
@@ -111,7 +162,9 @@ const (
 // policy is a checked copy of a Policy.
 type policy struct {
 	Policy
-	adaptive *throttle.Adaptive   // when Adapt: the ceiling and floor of the own bucket
+	limits   []NamedLimit         // Limit (named "") if set, then Limits: the buckets every job takes
+	adaptive *throttle.Adaptive   // when Adapt: the ceiling and floor of the upstream's bucket
+	upGlobal bool                 // the upstream's bucket is Global (Key and Global, without AdaptKey)
 	global   throttle.Policy      // Policy.Global, nil if none
 	maxWait  time.Duration        // Policy.MaxWait or Config.MaxWait
 	slots    throttle.Concurrency // InFlight and InFlightLease; Max 0 without InFlight
@@ -139,11 +192,23 @@ func CheckName(name string) error {
 	return nil
 }
 
-// fingerprint names the limits of p (policies, cost, in-flight bound) in a
+// fingerprint names the limits of p (policies, costs, in-flight bound) in a
 // short string: a ticket booked under other limits is void.
 func fingerprint(p *policy) string {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%#v|%#v|%d|%#v|%v|%g", p.Limit, p.global, p.Cost, p.slots, p.Adapt, p.AdaptFloor)
+	for _, l := range p.limits {
+		if l.Name != "" {
+			fmt.Fprintf(h, "|%s %#v %d %v", l.Name, l.Limit, l.Cost, l.CostFrom != nil)
+		}
+	}
+	switch {
+	case p.AdaptKey:
+		fmt.Fprint(h, "|adapt key")
+	case p.upGlobal && p.Adapt:
+		// Turns booked while the key's own bucket adapted are void.
+		fmt.Fprint(h, "|adapt global")
+	}
 	if p.Fair {
 		// fmt prints a map's keys sorted: the same weights, the same print.
 		fmt.Fprintf(h, "|fair %v %v", p.Weights, p.FairHorizon)
@@ -163,19 +228,29 @@ func newPolicy(pol Policy, defaultWait time.Duration, concurrency int) (*policy,
 	if g, ok := pol.Global.(*throttle.Limit); ok && g != nil {
 		pol.Global = *g // a copy: the caller's value may change after
 	}
-	checkPolicy := func(name string, p throttle.Policy) {
+	checkPolicy := func(name string, p throttle.Policy, cost int) {
 		if err := validate(p); err != nil {
 			bad("%s: %w", name, err)
-		} else if most, _ := p.Quota(); pol.Cost > most {
-			bad("Cost %d is larger than %s's %s %d: no job could ever run", pol.Cost, name, quotaName(p), most)
+		} else if most, _ := p.Quota(); cost > most {
+			bad("Cost %d is larger than %s's %s %d: no job could ever run", cost, name, quotaName(p), most)
 		}
 	}
-	checkPolicy("Limit", pol.Limit)
-	if !isNil(pol.Global) {
-		checkPolicy("Global", pol.Global)
+	limits, err := limitsOf(pol)
+	if err != nil {
+		bad("%w", err)
 	}
-	if pol.Cost < 0 {
-		bad("Cost %d must not be negative", pol.Cost)
+	for i, l := range limits {
+		what := "Limit"
+		if l.Name != "" {
+			what = fmt.Sprintf("Limits[%d] (%q)", i-len(limits)+len(pol.Limits), l.Name)
+		}
+		checkPolicy(what, l.Limit, l.Cost)
+		if l.Cost < 0 {
+			bad("%s: Cost %d must not be negative", what, l.Cost)
+		}
+	}
+	if !isNil(pol.Global) && len(limits) > 0 {
+		checkPolicy("Global", pol.Global, limits[0].Cost)
 	}
 	if pol.MaxWait < 0 {
 		bad("MaxWait %v must not be negative", pol.MaxWait)
@@ -209,10 +284,13 @@ func newPolicy(pol Policy, defaultWait time.Duration, concurrency int) (*policy,
 	} else if len(pol.Weights) > 0 {
 		bad("Weights are set without Fair")
 	}
+	if pol.AdaptKey && (pol.Key == nil || isNil(pol.Global)) {
+		bad("AdaptKey needs Key and Global: it keeps the upstream's signals on each key's own bucket instead of Global")
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("policy %q: %w", pol.Name, err)
 	}
-	p := &policy{Policy: pol, maxWait: or(pol.MaxWait, defaultWait), slots: slots}
+	p := &policy{Policy: pol, maxWait: or(pol.MaxWait, defaultWait), slots: slots, limits: limits}
 	if pol.Weights != nil {
 		p.Weights = make(map[string]int, len(pol.Weights)) // a copy: the caller's map may change after
 		for k, w := range pol.Weights {
@@ -224,10 +302,15 @@ func newPolicy(pol Policy, defaultWait time.Duration, concurrency int) (*policy,
 	} else {
 		p.Global = nil
 	}
+	p.upGlobal = pol.Key != nil && p.global != nil && !pol.AdaptKey
 	if pol.Adapt {
-		l, ok := limitOf(pol.Limit)
+		ceiling, field := p.limits[0].Limit, "its first limit"
+		if p.upGlobal {
+			ceiling, field = p.global, "Global"
+		}
+		l, ok := limitOf(ceiling)
 		if !ok {
-			return nil, fmt.Errorf("policy %q: Adapt needs a token bucket (throttle.Limit) as Limit, not %T", pol.Name, pol.Limit)
+			return nil, fmt.Errorf("policy %q: Adapt needs a token bucket (throttle.Limit) as %s, not %T", pol.Name, field, ceiling)
 		}
 		a := throttle.Adaptive{Ceiling: l, Floor: pol.AdaptFloor}
 		if err := a.Validate(); err != nil {
@@ -236,7 +319,7 @@ func newPolicy(pol Policy, defaultWait time.Duration, concurrency int) (*policy,
 		p.adaptive = &a
 	}
 	p.fp = fingerprint(p)
-	p.late = lateTicket(p.Limit, p.global)
+	p.late = lateTicket(p.limits, p.global)
 	if p.Fair && p.FairHorizon == 0 {
 		// After the fingerprint: processes of other concurrencies share
 		// one set of limits.
@@ -245,8 +328,32 @@ func newPolicy(pol Policy, defaultWait time.Duration, concurrency int) (*policy,
 	return p, nil
 }
 
-// lateTicket is how late past its slot a ticket of a job taking from limit
-// (and global, if not nil) is still honoured: half the time the tighter of
+// limitsOf lists pol's limits: Limit (named "") if set, then Limits, each
+// checked for a valid, distinct Name; a nil Limit is an error without Limits.
+func limitsOf(pol Policy) ([]NamedLimit, error) {
+	var out []NamedLimit
+	if !isNil(pol.Limit) || len(pol.Limits) == 0 {
+		out = append(out, NamedLimit{Limit: pol.Limit, Cost: pol.Cost, CostFrom: pol.CostFrom})
+	}
+	var errs []error
+	seen := make(map[string]bool, len(pol.Limits))
+	for i, l := range pol.Limits {
+		if err := CheckName(l.Name); err != nil {
+			errs = append(errs, fmt.Errorf("Limits[%d]: Name %w", i, err))
+		} else if seen[l.Name] {
+			errs = append(errs, fmt.Errorf("Limits[%d]: Name %q is given twice", i, l.Name))
+		}
+		seen[l.Name] = true
+		if g, ok := l.Limit.(*throttle.Limit); ok && g != nil {
+			l.Limit = *g // a copy, as Global's
+		}
+		out = append(out, l)
+	}
+	return out, errors.Join(errs...)
+}
+
+// lateTicket is how late past its slot a ticket of a job taking from limits
+// (and global, if not nil) is still honoured: half the time the tightest of
 // them takes to grant its whole quota (a token bucket's burst, a window's
 // Max), within [minLateTicket, maxLateTicket]. A come-back is a little late
 // when a forwarder's tick or a busy pool delays it; much later (a stopped
@@ -254,8 +361,12 @@ func newPolicy(pol Policy, defaultWait time.Duration, concurrency int) (*policy,
 // more than half a burst of them, on top of the turns due then, would pass
 // the limit at the upstream. A later ticket gives its turn up (its tokens
 // wasted, never granted twice) and its job takes a new one.
-func lateTicket(limit, global throttle.Policy) time.Duration {
-	_, span := limit.Quota()
+func lateTicket(limits []NamedLimit, global throttle.Policy) time.Duration {
+	span := time.Duration(math.MaxInt64)
+	for _, l := range limits {
+		_, s := l.Limit.Quota()
+		span = min(span, s)
+	}
 	if global != nil {
 		_, g := global.Quota()
 		span = min(span, g)
@@ -297,45 +408,112 @@ func quotaName(p throttle.Policy) string {
 }
 
 // buckets returns the buckets job t takes tokens from, and the key of its own
-// bucket (the one an upstream cooldown applies to). An error matches ErrKey.
+// bucket. The upstream's bucket, which its cooldowns and announcements apply
+// to, is the first, or with upGlobal the last, Global (upstreamOf). An error
+// matches ErrKey or ErrCost.
 func (p *policy) buckets(t *asynq.Task, m queue.Meta) ([]throttle.Bucket, string, error) {
 	key, err := p.derive(t)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: policy %q: %w", ErrKey, p.Name, err)
 	}
-	n := p.Cost
-	if m.Cost > 0 {
-		n = m.Cost
+	bs := make([]throttle.Bucket, 0, len(p.limits)+1)
+	for i, l := range p.limits {
+		n, err := p.cost(t, m, i)
+		if err != nil {
+			return nil, "", err
+		}
+		var lim throttle.Policy = l.Limit
+		if i == 0 && p.adaptive != nil && !p.upGlobal {
+			lim = *p.adaptive // taken at the fleet's effective rate, read by the same call
+		}
+		b := BucketKey(p.Policy, key, l.Name)
+		if len(b) > throttle.MaxKeyLen {
+			return nil, "", fmt.Errorf("%w: policy %q: key is %d bytes, more than %d", ErrKey, p.Name, len(key), throttle.MaxKeyLen-len(b)+len(key))
+		}
+		bs = append(bs, throttle.Bucket{Key: b, Limit: lim, N: n})
 	}
-	var lim throttle.Policy = p.Limit
-	if p.adaptive != nil {
-		lim = *p.adaptive // taken at the fleet's effective rate, read by the same call
+	if p.global != nil {
+		g := throttle.Bucket{Key: GlobalKey(p.Policy), Limit: p.global, N: bs[0].N}
+		if p.adaptive != nil && p.upGlobal {
+			g.Limit = *p.adaptive
+		}
+		if most, _ := p.global.Quota(); g.N > most {
+			return nil, "", fmt.Errorf("%w: policy %q: cost %d is more than Global's %s %d", ErrCost, p.Name, g.N, quotaName(p.global), most)
+		}
+		if p.Fair {
+			g.Share = &throttle.Share{Tenant: key, Weight: p.Weights[key], Horizon: p.FairHorizon}
+		}
+		bs = append(bs, g)
 	}
-	if p.global == nil {
-		return []throttle.Bucket{{Key: key, Limit: lim, N: n}}, key, nil
-	}
-	own := BucketKey(p.Policy, key)
-	if len(own) > throttle.MaxKeyLen {
-		return nil, "", fmt.Errorf("%w: policy %q: key is %d bytes, more than %d", ErrKey, p.Name, len(key), throttle.MaxKeyLen-len(own)+len(key))
-	}
-	bs := []throttle.Bucket{
-		{Key: own, Limit: lim, N: n},
-		{Key: GlobalKey(p.Policy), Limit: p.global, N: n},
-	}
-	if p.Fair {
-		bs[1].Share = &throttle.Share{Tenant: key, Weight: p.Weights[key], Horizon: p.FairHorizon}
-	}
-	return bs, own, nil
+	return bs, bs[0].Key, nil
 }
 
-// BucketKey names the bucket a job of pol whose key is key (what pol.Key
-// derived, or pol.Name without a key template) takes its tokens from: key
-// itself, or with a Global bucket "{name}:key", so that both share a Cluster
-// slot. It is the one place a bucket's key is named: the pool takes tokens
-// there, and a program that reads a bucket (Limiter.Peek,
-// Limiter.AdaptiveLimit, Limiter.CooldownLeft) names it with BucketKey too.
-func BucketKey(pol Policy, key string) string {
-	if isNil(pol.Global) {
+// upstreamOf is the index in bs, what buckets returned, of the upstream's bucket.
+func (p *policy) upstreamOf(bs []throttle.Bucket) int {
+	if p.upGlobal {
+		return len(bs) - 1
+	}
+	return 0
+}
+
+// cost is what job t takes from the i-th of p's limits: its CostFrom's
+// reading of t, else for the first limit the task's queue.HeaderCost, else
+// its Cost (0 means 1). A cost that cannot be read, or that the limit could
+// never grant, is an error matching ErrCost.
+func (p *policy) cost(t *asynq.Task, m queue.Meta, i int) (int, error) {
+	l := p.limits[i]
+	what := fmt.Sprintf("policy %q", p.Name)
+	if l.Name != "" {
+		what += fmt.Sprintf(": limit %q", l.Name)
+	}
+	n := max(l.Cost, 1)
+	switch {
+	case l.CostFrom != nil:
+		var err error
+		if n, err = readCost(l.CostFrom, t); err != nil {
+			return 0, fmt.Errorf("%w: %s: %w", ErrCost, what, err)
+		}
+	case i == 0 && m.Cost > 0:
+		n = m.Cost
+	}
+	if most, _ := l.Limit.Quota(); n > most {
+		return 0, fmt.Errorf("%w: %s: cost %d is more than its %s %d", ErrCost, what, n, quotaName(l.Limit), most)
+	}
+	return n, nil
+}
+
+// readCost runs f on t; a panic is an error like any other, as is a cost
+// less than 1 (throttle grants no fewer).
+func readCost(f CostFunc, t *asynq.Task) (n int, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			n, err = 0, fmt.Errorf("cost func panicked: %v", r)
+		}
+	}()
+	if n, err = f(t); err == nil && n < 1 {
+		err = fmt.Errorf("cost %d is less than 1", n)
+	}
+	return n, err
+}
+
+// BucketKey names the bucket of the limit named limit ("" for Policy.Limit,
+// else a NamedLimit's Name) that a job of pol whose key is key (what pol.Key
+// derived, or pol.Name without a key template) takes its tokens from:
+//
+//   - key itself, for a policy with one unnamed limit and no Global;
+//   - "{name}:key" for the unnamed limit of a policy with Global or named
+//     limits, so that all of a job's buckets share a Cluster slot;
+//   - "{name}{limit}:key" for a named limit, which no key of the unnamed
+//     limit or of Global can be.
+//
+// It is the one place a bucket's key is named: the pool takes tokens there,
+// and a program that reads a bucket (Limiter.Peek, Limiter.AdaptiveLimit,
+// Limiter.CooldownLeft) names it with BucketKey too.
+func BucketKey(pol Policy, key, limit string) string {
+	switch {
+	case limit != "":
+		return "{" + pol.Name + "}{" + limit + "}:" + key
+	case isNil(pol.Global) && len(pol.Limits) == 0:
 		return key
 	}
 	return "{" + pol.Name + "}:" + key
@@ -363,7 +541,7 @@ func GlobalKey(pol Policy) string {
 	if isNil(pol.Global) {
 		return ""
 	}
-	return BucketKey(pol, globalName)
+	return BucketKey(pol, globalName, "")
 }
 
 // inFlightKey is the key of the in-flight semaphore of a job whose own bucket

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +44,9 @@ type Pool struct {
 	stats   stats
 	adapt   *throttle.Limiter
 	promote promoter // moves jobs sent back to come at a time of their own to pending then
+	// malformed holds the names of the policies whose upstream's unreadable
+	// rate-limit fields were warned of (warnMalformed).
+	malformed sync.Map
 
 	mu      sync.Mutex
 	state   poolState
@@ -231,7 +235,9 @@ func (p *Pool) SetPolicy(name string, pol Policy) error {
 }
 
 func sameLimits(a, b *policy) bool {
-	return a.Limit == b.Limit && a.slots == b.slots && a.global == b.global
+	return slices.EqualFunc(a.limits, b.limits, func(x, y NamedLimit) bool {
+		return x.Name == y.Name && x.Limit == y.Limit
+	}) && a.slots == b.slots && a.global == b.global
 }
 
 // Start checks that the queues' Redis answers and starts taking jobs. It

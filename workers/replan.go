@@ -143,7 +143,10 @@ func replanWave(pol *policy) int {
 		}
 		return float64(n) + float64(n)*replanWindow.Seconds()/w.Seconds()
 	}
-	k := wave(pol.Limit)
+	k := math.Inf(1)
+	for _, l := range pol.limits {
+		k = min(k, wave(l.Limit))
+	}
 	if pol.global != nil {
 		k = min(k, wave(pol.global))
 	}
@@ -151,7 +154,8 @@ func replanWave(pol *policy) int {
 }
 
 // looser reports whether pol may let a job through sooner than old: a
-// faster or larger bucket, a global bucket gone or faster, more in flight.
+// faster or larger bucket, a limit or a global bucket gone or faster, more
+// in flight.
 // A change that is not looser needs no re-plan: the turns booked under old
 // are void when their jobs come back, which then take later ones anyway.
 func looser(old, pol *policy) bool {
@@ -163,9 +167,14 @@ func looser(old, pol *policy) bool {
 		}
 		return na > nb || float64(na)/wa.Seconds() > float64(nb)/wb.Seconds()
 	}
+	for _, was := range old.limits {
+		i := slices.IndexFunc(pol.limits, func(l NamedLimit) bool { return l.Name == was.Name })
+		if i < 0 || faster(pol.limits[i].Limit, was.Limit) {
+			return true // a limit gone, or faster
+		}
+	}
 	switch {
-	case faster(pol.Limit, old.Limit),
-		old.global != nil && (pol.global == nil || faster(pol.global, old.global)),
+	case old.global != nil && (pol.global == nil || faster(pol.global, old.global)),
 		old.InFlight > 0 && (pol.InFlight == 0 || pol.InFlight > old.InFlight):
 		return true
 	}

@@ -2,6 +2,7 @@ package workers_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/backoff"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/workers"
@@ -245,4 +247,44 @@ func TestPoolTicketLatenessFollowsTheBurst(t *testing.T) {
 		t.Fatal("a ticket 300 ms late, six times its bucket's lateness, ran without taking tokens")
 	default:
 	}
+}
+
+// FromResponse reads a refusal in any dialect backoff.ParseAnswer knows: a
+// GitHub 403 with its quota spent is an *UpstreamError, a plain 403 is not.
+func TestFromResponse(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	resp := func(status int, kv ...string) *http.Response {
+		h := http.Header{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			h.Set(kv[i], kv[i+1])
+		}
+		return &http.Response{StatusCode: status, Header: h}
+	}
+	cases := []struct {
+		name string
+		resp *http.Response
+		want *workers.UpstreamError // nil: no error
+	}{
+		{"429 with Retry-After", resp(429, "Retry-After", "7"), &workers.UpstreamError{StatusCode: 429, RetryAfter: 7 * time.Second}},
+		{"a limit's 403", resp(403, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1800000042"), &workers.UpstreamError{StatusCode: 403, RetryAfter: 42 * time.Second}},
+		{"a plain 403", resp(403, "X-RateLimit-Remaining", "10"), nil},
+		{"429 with a bad Retry-After", resp(429, "Retry-After", "soon"), &workers.UpstreamError{StatusCode: 429, Reason: `backoff: invalid Retry-After: "soon" is neither delta-seconds nor an HTTP-date`}},
+		{"200", resp(200), nil},
+		{"no response", nil, nil},
+	}
+	for _, c := range cases {
+		err := workers.FromResponse(c.resp, now)
+		if c.want == nil {
+			assert.NoError(t, err, c.name)
+			continue
+		}
+		var up *workers.UpstreamError
+		if assert.ErrorAs(t, err, &up, c.name) {
+			assert.Equal(t, c.want, up, c.name)
+		}
+	}
+	a := backoff.ParseAnswer(429, http.Header{}, []byte(`{"retry_after": 0.64}`), now)
+	var up *workers.UpstreamError
+	require.ErrorAs(t, workers.FromAnswer(a), &up)
+	assert.Equal(t, 640*time.Millisecond, up.RetryAfter, "Discord's body")
 }

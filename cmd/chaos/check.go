@@ -357,9 +357,9 @@ type window struct {
 // Lateness the probe saw near a request is added to the grace.
 //
 // It also counts, apart, the requests of other tenants during a 429's
-// Retry-After: DESIGN.md says an upstream's refusals apply to the global
-// bucket (unless adapt=key), while workers today cool the task's own bucket
-// only; the report shows the figure without failing on it.
+// Retry-After: an upstream's refusals apply to the global bucket (unless
+// adapt=key), so with global= they pause every tenant; the report shows the
+// figure without failing on it.
 func checkPauses(rs []request, cds []cooldown, maxWait time.Duration, late lateness) (breaches []pauseBreach, others int) {
 	var own, all []window
 	for _, r := range rs {

@@ -50,7 +50,11 @@ func cmdLimits(ctx context.Context, f *fleet, opts options, _ []string, out io.W
 		if v.EffectiveWhy != "" {
 			effective = fmt.Sprintf("%.1f (%s)", v.Effective, v.EffectiveWhy)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%d\t%s\t%s\n", v.Type, v.Policy, v.Spec, source, effective, tokens,
+		typ := v.Type
+		if v.Limit != "" { // one row per named limit
+			typ += " (" + v.Limit + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%d\t%s\t%s\n", typ, v.Policy, v.Spec, source, effective, tokens,
 			seconds(v.Cooldown), v.Grants, v.Waiting, queued, workers)
 	}
 	if len(views) == 0 {
@@ -86,18 +90,23 @@ func cmdLimits(ctx context.Context, f *fleet, opts options, _ []string, out io.W
 }
 
 func cmdSet(ctx context.Context, f *fleet, _ options, args []string, out io.Writer) error {
-	return cmdSetBy(ctx, f, args[0], who(), out)
+	return cmdSetBy(ctx, f, args, who(), out)
 }
 
-// cmdSetBy sets the runtime limit spec, logged as set by by.
-func cmdSetBy(ctx context.Context, f *fleet, spec, by string, out io.Writer) error {
-	parsed, err := limitspec.Parse(spec)
+// cmdSetBy sets the runtime limit of one type, specs (one, or one per named
+// limit), logged as set by by.
+func cmdSetBy(ctx context.Context, f *fleet, specs []string, by string, out io.Writer) error {
+	all, err := limitspec.ParseAll(specs)
 	if err != nil {
 		return cli.Usagef("%w", err)
 	}
+	if len(all) != 1 {
+		return cli.Usagef("set takes the limits of one type at a time, not %d", len(all))
+	}
+	parsed := all[0]
 	var sp limitspec.Spec
 	err = f.change(ctx, parsed.Name, func() (err error) {
-		sp, err = f.ctl.Set(ctx, spec, by)
+		sp, err = f.ctl.Set(ctx, specs, by)
 		return err
 	})
 	if err != nil {
@@ -143,7 +152,7 @@ type bucketState struct {
 }
 
 func cmdInspect(ctx context.Context, f *fleet, opts options, args []string, out io.Writer) error {
-	pol, bucket, err := f.policyOf(ctx, args[0], opts.typ)
+	pol, bucket, err := f.policyOf(ctx, args[0], opts.typ, opts.limit)
 	if err != nil {
 		return err
 	}
@@ -162,7 +171,7 @@ func cmdInspect(ctx context.Context, f *fleet, opts options, args []string, out 
 }
 
 func cmdReset(ctx context.Context, f *fleet, opts options, args []string, out io.Writer) error {
-	pol, bucket, err := f.policyOf(ctx, args[0], opts.typ)
+	pol, bucket, err := f.policyOf(ctx, args[0], opts.typ, opts.limit)
 	if err != nil {
 		return err
 	}
@@ -193,6 +202,11 @@ func checkBucket(opts options, args []string) error {
 	if opts.typ != "" {
 		if err := workers.CheckName(opts.typ); err != nil {
 			return cli.Usagef("--type %w", err)
+		}
+	}
+	if opts.limit != "" {
+		if err := workers.CheckName(opts.limit); err != nil {
+			return cli.Usagef("--limit %w", err)
 		}
 	}
 	return nil
@@ -234,7 +248,7 @@ func cmdCooldown(ctx context.Context, f *fleet, opts options, args []string, out
 	if err != nil {
 		return err
 	}
-	pol, bucket, err := f.policyOf(ctx, args[0], opts.typ)
+	pol, bucket, err := f.policyOf(ctx, args[0], opts.typ, opts.limit)
 	if err != nil {
 		return err
 	}

@@ -196,7 +196,7 @@ func (d *dashboard) action(w http.ResponseWriter, r *http.Request) {
 	var err error
 	switch req.Op {
 	case "set":
-		err = cmdSetBy(ctx, d.f, req.Spec, "dashboard "+remote(r), &out)
+		err = cmdSetBy(ctx, d.f, []string{req.Spec}, "dashboard "+remote(r), &out)
 	case "unset":
 		err = cmdUnset(ctx, d.f, opts, []string{req.Type}, &out)
 	case "reset":

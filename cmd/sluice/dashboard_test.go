@@ -133,7 +133,7 @@ func TestDashboardActions(t *testing.T) {
 
 func mustPolicy(t *testing.T, f *fleet, typ string) throttle.Policy {
 	t.Helper()
-	p, _, err := f.policyOf(context.Background(), typ, "")
+	p, _, err := f.policyOf(context.Background(), typ, "", "")
 	require.NoError(t, err)
 	return p
 }

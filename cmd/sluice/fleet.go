@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -82,13 +83,20 @@ func (f *fleet) queues(names []string) ([]queueView, []error) {
 	return out, errs
 }
 
-// limitView is one limit as the fleet applies it.
+// limitView is one limit as the fleet applies it: a type's, or one of a
+// type's several (Limit names it; "" for the type's unnamed limit). The
+// type's own bucket, its first limit, comes first, and carries the
+// adaptive rate and the fair shares.
 type limitView struct {
 	Type   string `json:"type"`
+	Limit  string `json:"limit,omitempty"`
 	Policy string `json:"policy"`
-	Spec   string `json:"spec"`
-	Source string `json:"source"` // runtime, or what the workers say (flag, file)
-	SetBy  string `json:"set_by,omitempty"`
+	Spec   string `json:"spec"` // of this limit, with the type's options if it is the first
+	// Specs are every limit of the type, one spec each, when it has more
+	// than one (what sluice set takes back).
+	Specs  []string `json:"specs,omitempty"`
+	Source string   `json:"source"` // runtime, or what the workers say (flag, file)
+	SetBy  string   `json:"set_by,omitempty"`
 	// Malformed says why a runtime entry does not parse (written by another
 	// version, or by hand): no worker applies it.
 	Malformed string   `json:"malformed,omitempty"`
@@ -148,7 +156,7 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 	}
 	for typ, e := range runtime {
 		v := view(typ)
-		v.Spec, v.Source, v.SetBy = e.Spec, "runtime", e.By
+		v.Spec, v.Specs, v.Source, v.SetBy = e.Spec, e.Specs, "runtime", e.By
 	}
 	for typ, b := range bad {
 		v := view(typ)
@@ -169,7 +177,7 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 			case v.Malformed != "":
 				v.Workers++ // it applies its own limit: the runtime one is not applied
 			case v.Spec == "":
-				v.Spec, v.Source = l.Spec, l.Source
+				v.Spec, v.Specs, v.Source = l.Spec, l.Specs, l.Source
 				v.Workers++
 			case v.Spec == l.Spec:
 				v.Workers++
@@ -199,38 +207,52 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 			}
 			v.Queued = &n
 		}
-		sp, err := limitspec.Parse(v.Spec)
-		if err == nil && v.Malformed == "" {
-			v.Policy = limitspec.PolicyName(sp.Limit)
-			v.RatePerS = perSecond(sp.Limit)
-			v.Keyed = sp.KeyTemplate != ""
-			if l, ok := sp.Limit.(throttle.Limit); ok && sp.Adapt && !v.Keyed {
-				bucket := workers.BucketKey(sp.Policy, sp.Name)
-				a := throttle.Adaptive{Ceiling: l, Floor: sp.AdaptFloor}
-				if _, st, err := f.lim.AdaptiveLimit(ctx, bucket, a); err == nil {
-					v.Effective, v.EffectiveWhy = perSecond(throttle.Limit{Rate: st.Rate, Period: l.Period, Burst: l.Burst}), st.Reason
-				}
+		sp, err := control.ParseSpecs(v.Spec, v.Specs)
+		if err != nil || v.Malformed != "" {
+			out = append(out, *v)
+			continue
+		}
+		all, flags := sp.All(), sp.Flags()
+		v.Keyed = sp.KeyTemplate != ""
+		if l, ok := all[0].Limit.(throttle.Limit); ok && sp.Adapt && !v.Keyed {
+			bucket := workers.BucketKey(sp.Policy, sp.Name, all[0].Name)
+			a := throttle.Adaptive{Ceiling: l, Floor: sp.AdaptFloor}
+			if _, st, err := f.lim.AdaptiveLimit(ctx, bucket, a); err == nil {
+				v.Effective, v.EffectiveWhy = perSecond(throttle.Limit{Rate: st.Rate, Period: l.Period, Burst: l.Burst}), st.Reason
 			}
-			if sp.Fair && sp.Global != nil {
-				ts, n, err := f.lim.Shares(ctx, workers.GlobalKey(sp.Policy), sp.Global, maxTenants)
-				if err == nil {
-					v.TenantCount = n
-					for _, t := range ts {
-						v.Tenants = append(v.Tenants, tenantView{Key: t.Tenant, Weight: t.Weight, Share: t.Share, AheadS: t.Ahead.Seconds(), Waiting: t.Waiting})
-					}
-				}
-			}
-			if !v.Keyed {
-				if st, err := f.lim.Peek(ctx, workers.BucketKey(sp.Policy, sp.Name), sp.Limit); err == nil {
-					tokens := st.Remaining
-					v.Tokens = &tokens
-					v.Cooldown = st.Cooldown.Seconds()
+		}
+		if sp.Fair && sp.Global != nil {
+			ts, n, err := f.lim.Shares(ctx, workers.GlobalKey(sp.Policy), sp.Global, maxTenants)
+			if err == nil {
+				v.TenantCount = n
+				for _, t := range ts {
+					v.Tenants = append(v.Tenants, tenantView{Key: t.Tenant, Weight: t.Weight, Share: t.Share, AheadS: t.Ahead.Seconds(), Waiting: t.Waiting})
 				}
 			}
 		}
-		out = append(out, *v)
+		// One row per limit: every job of the type takes from each, so the
+		// type's grants, waiting jobs and workers are each one's.
+		for i, l := range all {
+			row := *v
+			if i > 0 {
+				row = limitView{Type: v.Type, Source: v.Source, SetBy: v.SetBy, Keyed: v.Keyed, Grants: v.Grants,
+					Waiting: v.Waiting, Queued: v.Queued, Queues: v.Queues, Workers: v.Workers, Conflict: v.Conflict}
+			}
+			row.Limit, row.Policy, row.RatePerS = l.Name, limitspec.PolicyName(l.Limit), perSecond(l.Limit)
+			if len(all) > 1 {
+				row.Spec, row.Specs = flags[i], flags
+			}
+			if !v.Keyed {
+				if st, err := f.lim.Peek(ctx, workers.BucketKey(sp.Policy, sp.Name, l.Name), l.Limit); err == nil {
+					tokens := st.Remaining
+					row.Tokens = &tokens
+					row.Cooldown = st.Cooldown.Seconds()
+				}
+			}
+			out = append(out, row)
+		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Type < out[j].Type })
 	return out, hbs, nil
 }
 
@@ -251,9 +273,10 @@ func (f *fleet) limiting(ctx context.Context, typ string) int {
 }
 
 // policyOf finds the policy of bucket key: the limit of type typ (key itself
-// when typ is empty), runtime first, else as the workers apply it; and the
+// when typ is empty) named limit, or its first limit (its own bucket) when
+// limit is empty, runtime first, else as the workers apply it; and the
 // bucket the workers keep key in under it (workers.BucketKey).
-func (f *fleet) policyOf(ctx context.Context, key, typ string) (throttle.Policy, string, error) {
+func (f *fleet) policyOf(ctx context.Context, key, typ, limit string) (throttle.Policy, string, error) {
 	if typ == "" {
 		typ = key
 	}
@@ -268,14 +291,31 @@ func (f *fleet) policyOf(ctx context.Context, key, typ string) (throttle.Policy,
 		if v.Malformed != "" {
 			return nil, "", cli.Usagef("the runtime limit of %q is malformed: %s (sluice unset %s removes it)", typ, v.Malformed, typ)
 		}
-		sp, err := limitspec.Parse(v.Spec)
+		sp, err := control.ParseSpecs(v.Spec, v.Specs)
 		if err != nil {
 			return nil, "", err
 		}
 		if sp.KeyTemplate != "" && key == typ {
 			return nil, "", cli.Usagef("%s has a key template (%s): name a bucket it makes, e.g. sluice inspect tenant:acme --type %s", typ, sp.KeyTemplate, typ)
 		}
-		return sp.Limit, workers.BucketKey(sp.Policy, key), nil
+		all := sp.All()
+		if limit == "" {
+			// The type's own bucket, where cooldowns go.
+			return all[0].Limit, workers.BucketKey(sp.Policy, key, all[0].Name), nil
+		}
+		names := make([]string, 0, len(all))
+		for _, l := range all {
+			if l.Name == limit {
+				return l.Limit, workers.BucketKey(sp.Policy, key, l.Name), nil
+			}
+			if l.Name != "" {
+				names = append(names, l.Name)
+			}
+		}
+		if len(names) == 0 {
+			return nil, "", cli.Usagef("%s has no named limits: leave --limit out", typ)
+		}
+		return nil, "", cli.Usagef("%s has no limit named %q: it has %s", typ, limit, strings.Join(names, ", "))
 	}
 	return nil, "", cli.Usagef("no limit for type %q in the fleet (no runtime limit, no worker reports one); see sluice limits", typ)
 }
@@ -298,7 +338,7 @@ func (f *fleet) effective(ctx context.Context, typ string) (*limitspec.Spec, err
 	}
 	for _, v := range views {
 		if v.Type == typ {
-			if sp, err := limitspec.Parse(v.Spec); err == nil {
+			if sp, err := control.ParseSpecs(v.Spec, v.Specs); err == nil {
 				return &sp, nil
 			}
 		}
@@ -335,34 +375,55 @@ func (f *fleet) change(ctx context.Context, typ string, commit func() error) err
 	return nil
 }
 
-// restart empties the bucket of the limit old, when a runtime change replaces
-// it, so that the new limit starts from a full bucket instead of behind the
-// turns booked under the old one (the workers void those: see
-// workers.Pool.SetPolicy). A cooldown in place is kept. A limit with a key
-// template has a bucket per key, which are left as they are, and its global
-// bucket, which is emptied: the turns of every key's jobs sent back are
-// booked there. It returns the bucket it emptied, if any; its error says
-// what it had done.
+// restart empties the buckets of the limit old, when a runtime change
+// replaces it, so that the new limit starts from full buckets instead of
+// behind the turns booked under the old one (the workers void those: see
+// workers.Pool.SetPolicy): one per limit of the type. A cooldown in place
+// is kept. A limit with a key template has buckets per key, which are left
+// as they are, and its global bucket, which is emptied: the turns of every
+// key's jobs sent back are booked there. It returns the buckets it emptied,
+// if any; its error says what it had done.
 func (f *fleet) restart(ctx context.Context, old *limitspec.Spec) (string, error) {
 	if old == nil || (old.KeyTemplate != "" && old.Global == nil) {
 		return "", nil
 	}
-	bucket, limit := workers.BucketKey(old.Policy, old.Name), old.Limit
+	type bucket struct {
+		key   string
+		limit throttle.Policy
+	}
+	var buckets []bucket
 	if old.KeyTemplate != "" {
-		bucket, limit = workers.GlobalKey(old.Policy), old.Global
-	}
-	left, err := f.lim.CooldownLeft(ctx, bucket)
-	if err != nil {
-		return "", fmt.Errorf("nothing was changed: reading the cooldown of bucket %s: %w", bucket, err)
-	}
-	if err := f.lim.Reset(ctx, bucket, limit); err != nil {
-		return "", fmt.Errorf("nothing was changed: resetting bucket %s: %w", bucket, err)
-	}
-	if left > 0 {
-		if _, err := f.lim.Cooldown(ctx, bucket, limit, left); err != nil {
-			return "", fmt.Errorf("not applied: bucket %s was reset (full again) but its cooldown could not be put back "+
-				"(sluice cooldown %s %v puts it back): %w", bucket, old.Name, left.Round(time.Second), err)
+		buckets = append(buckets, bucket{workers.GlobalKey(old.Policy), old.Global})
+	} else {
+		for _, l := range old.All() {
+			buckets = append(buckets, bucket{workers.BucketKey(old.Policy, old.Name, l.Name), l.Limit})
 		}
 	}
-	return bucket, nil
+	var done []string
+	for _, b := range buckets {
+		left, err := f.lim.CooldownLeft(ctx, b.key)
+		if err != nil {
+			return "", f.partly(done, fmt.Errorf("reading the cooldown of bucket %s: %w", b.key, err))
+		}
+		if err := f.lim.Reset(ctx, b.key, b.limit); err != nil {
+			return "", f.partly(done, fmt.Errorf("resetting bucket %s: %w", b.key, err))
+		}
+		done = append(done, b.key)
+		if left > 0 {
+			if _, err := f.lim.Cooldown(ctx, b.key, b.limit, left); err != nil {
+				return "", fmt.Errorf("not applied: bucket %s was reset (full again) but its cooldown could not be put back "+
+					"(sluice cooldown %s %v puts it back): %w", b.key, old.Name, left.Round(time.Second), err)
+			}
+		}
+	}
+	return strings.Join(done, ", "), nil
+}
+
+// partly says what restart had done when err stopped it: nothing, or
+// reset the buckets done.
+func (f *fleet) partly(done []string, err error) error {
+	if len(done) == 0 {
+		return fmt.Errorf("nothing was changed: %w", err)
+	}
+	return fmt.Errorf("not applied: %w; but bucket %s had been reset (full again) for it", err, strings.Join(done, ", "))
 }

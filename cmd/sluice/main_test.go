@@ -56,7 +56,7 @@ func TestBadUsage(t *testing.T) {
 	}{
 		{nil, "no command: want limits, set, unset, inspect, reset, cooldown, workers or dashboard"},
 		{[]string{"lmits"}, `unknown command "lmits": want limits, set, unset, inspect, reset, cooldown, workers or dashboard`},
-		{[]string{"set"}, "set takes one argument, 'TYPE=SPEC'"},
+		{[]string{"set"}, "set takes one argument or more, 'TYPE=SPEC'..."},
 		{[]string{"cooldown", "k"}, "cooldown takes 2 arguments, KEY DURATION"},
 		{[]string{"limits", "--colour"}, "flag provided but not defined: -colour"},
 		{[]string{"limits"}, "no Redis: pass --redis or set SLUICE_REDIS or REDIS_URL"},
@@ -160,7 +160,7 @@ func TestCommandsGlobalBucket(t *testing.T) {
 	r = runArgs("cooldown", "email", "30s", "--redis", srv.URL())
 	require.Equal(t, cli.ExitOK, r.code, r.stderr)
 	lim := throttle.NewLimiter(throttle.NewRedisStore(srv.Client(t)))
-	left, err := lim.CooldownLeft(context.Background(), workers.BucketKey(workers.Policy{Name: "email", Global: throttle.Limit{Rate: 50, Period: time.Second, Burst: 50}}, "email"))
+	left, err := lim.CooldownLeft(context.Background(), workers.BucketKey(workers.Policy{Name: "email", Global: throttle.Limit{Rate: 50, Period: time.Second, Burst: 50}}, "email", ""))
 	require.NoError(t, err)
 	assert.Greater(t, left, 25*time.Second, "the pool's own bucket of the type is cooled down")
 	r = runArgs("inspect", "email", "--redis", srv.URL(), "--json")

@@ -20,15 +20,17 @@ const usage = `Usage: sluice COMMAND [ARGS] [flags]
 Sees and steers a running sluice fleet through the limiter's Redis.
 
 Commands:
-  limits                  every limit the fleet uses: type, spec and its source
+  limits                  every limit the fleet uses, one row per named limit: type, spec and its source
                           (flag, file or runtime; a malformed runtime entry, with why), tokens and cooldown left, grants/s
                           over the last minute, jobs waiting in workers, jobs queued
                           in the queues its workers serve, workers applying it
-  set 'TYPE=SPEC'         set a runtime limit, in the --limit grammar of worker; every
+  set 'TYPE=SPEC'...      set a runtime limit, in the --limit grammar of worker; every
                           worker that limits TYPE applies it within a second, over its
                           flags and file, until unset (it says if no live worker limits
                           TYPE). A bad spec is refused and nothing is set; a change
-                          is whole, or nothing is changed and it says so
+                          is whole, or nothing is changed and it says so. Several
+                          specs for one TYPE, each with name=, set its named limits
+                          together: sluice set 'T=3000/m,name=requests' 'T=90000/m,name=tokens'
   unset TYPE              remove the runtime limit of TYPE: the workers' own apply again
   inspect KEY             a bucket's state, taking nothing: tokens left, next free
                           slot, time to full, cooldown left
@@ -51,6 +53,8 @@ Flags (before or after the arguments):
   --key-prefix PREFIX     the workers' --key-prefix (default "sluice:")
   --type TYPE             for inspect, reset and cooldown: the type whose policy the
                           bucket has (default: the KEY itself)
+  --limit NAME            for inspect, reset and cooldown: the bucket of the type's
+                          named limit NAME (default: the type's first limit)
   --json                  for limits, workers and inspect: JSON instead of a table
                           (refused by the other commands, which print text)
   --addr HOST:PORT        for dashboard: where to serve it (default 127.0.0.1:8080)
@@ -83,6 +87,7 @@ type options struct {
 	redisURL   string
 	keyPrefix  string
 	typ        string
+	limit      string // inspect, reset, cooldown: one of the type's named limits
 	json       bool
 	addr       string   // dashboard
 	token      string   // dashboard: "" is read-only
@@ -99,6 +104,7 @@ func parseArgs(args []string) (opts options, pos []string, err error) {
 	fs.StringVar(&opts.redisURL, "redis", "", "")
 	fs.StringVar(&opts.keyPrefix, "key-prefix", throttle.DefaultKeyPrefix, "")
 	fs.StringVar(&opts.typ, "type", "", "")
+	fs.StringVar(&opts.limit, "limit", "", "")
 	fs.BoolVar(&opts.json, "json", false, "")
 	fs.StringVar(&opts.addr, "addr", "127.0.0.1:8080", "")
 	fs.StringVar(&opts.token, "token", "", "")
@@ -139,7 +145,7 @@ func negative(arg string) bool {
 // prints JSON with --json, how its arguments and flags are checked before
 // Redis is reached (nil: their count only), and what it does.
 type command struct {
-	args  []string // the names of its arguments, for messages
+	args  []string // the names of its arguments, for messages; one ending in "..." may repeat
 	json  bool     // --json applies; for another command it is a usage error
 	check func(opts options, args []string) error
 	run   func(ctx context.Context, f *fleet, opts options, args []string, out io.Writer) error
@@ -147,7 +153,7 @@ type command struct {
 
 var commands = map[string]command{
 	"limits":    {nil, true, nil, cmdLimits},
-	"set":       {[]string{"'TYPE=SPEC'"}, false, nil, cmdSet},
+	"set":       {[]string{"'TYPE=SPEC'..."}, false, nil, cmdSet},
 	"unset":     {[]string{"TYPE"}, false, nil, cmdUnset},
 	"inspect":   {[]string{"KEY"}, true, checkBucket, cmdInspect},
 	"reset":     {[]string{"KEY"}, false, checkBucket, cmdReset},
@@ -167,7 +173,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		var ok bool
 		if cmd, ok = commands[pos[0]]; !ok {
 			err = cli.Usagef("unknown command %q: want limits, set, unset, inspect, reset, cooldown, workers or dashboard", pos[0])
-		} else if len(pos)-1 != len(cmd.args) {
+		} else if n := len(pos) - 1; n != len(cmd.args) && (n < len(cmd.args) || !repeats(cmd.args)) {
 			err = cli.Usagef("%s takes %s", pos[0], describeArgs(cmd.args))
 		} else if opts.json && !cmd.json {
 			err = cli.Usagef("--json is for limits, workers and inspect; %s prints text", pos[0])
@@ -186,11 +192,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return cli.Report(stderr, prog, cmd.run(ctx, f, opts, pos[1:], stdout))
 }
 
+// repeats reports whether the last of a command's arguments may repeat.
+func repeats(names []string) bool {
+	return len(names) > 0 && strings.HasSuffix(names[len(names)-1], "...")
+}
+
 func describeArgs(names []string) string {
 	switch len(names) {
 	case 0:
 		return "no argument"
 	case 1:
+		if repeats(names) {
+			return "one argument or more, " + names[0]
+		}
 		return "one argument, " + names[0]
 	}
 	return fmt.Sprintf("%d arguments, %s", len(names), strings.Join(names, " "))

@@ -120,3 +120,51 @@ func TestMessagesClipArguments(t *testing.T) {
 	r := runArgs("limits", "--redis", "redis://"+huge)
 	assert.Less(t, len(r.stderr), 1000, "%.300s", r.stderr)
 }
+
+// sluice set takes a type's named limits together, and sluice limits shows
+// one row per named limit, each with its own bucket's tokens; a set that
+// replaces them resets every one of the type's buckets.
+func TestSetAndListNamedLimits(t *testing.T) {
+	srv := redistest.Start(t)
+	r := runArgs("set", "llm=3/m,name=requests", "llm=100/m,burst=90,name=tokens,cost={payload.tokens}", "--redis", srv.URL())
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "set llm=3/m,burst=1,name=requests llm=100/m,burst=90,name=tokens,cost={payload.tokens} (runtime)")
+
+	r = runArgs("limits", "--redis", srv.URL())
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	assert.Regexp(t, `llm \(requests\)\s+token-bucket\s+llm=3/m,burst=1,name=requests\s+runtime`, r.stdout)
+	assert.Regexp(t, `llm \(tokens\)\s+token-bucket\s+llm=100/m,burst=90,name=tokens,cost=\{payload.tokens\}\s+runtime \(\S+\)\s+-\s+90\s`, r.stdout)
+
+	r = runArgs("limits", "--redis", srv.URL(), "--json")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	var views []limitView
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &views))
+	require.Len(t, views, 2)
+	assert.Equal(t, []string{"requests", "tokens"}, []string{views[0].Limit, views[1].Limit})
+	assert.Equal(t, views[0].Specs, views[1].Specs, "each row carries the type's specs")
+	require.NotNil(t, views[1].Tokens)
+	assert.Equal(t, 90, *views[1].Tokens)
+
+	// inspect, reset and cooldown take a named limit's bucket with --limit.
+	r = runArgs("inspect", "llm", "--limit", "tokens", "--redis", srv.URL())
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "llm: 90 left")
+	r = runArgs("cooldown", "llm", "30s", "--limit", "tokens", "--redis", srv.URL())
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	r = runArgs("inspect", "llm", "--redis", srv.URL(), "--json")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, `"cooldown_s": 0`, "the first limit's bucket, without --limit")
+	r = runArgs("inspect", "llm", "--limit", "tokens", "--redis", srv.URL(), "--json")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	assert.NotContains(t, r.stdout, `"cooldown_s": 0`, "the tokens bucket cools down")
+	r = runArgs("inspect", "llm", "--limit", "daily", "--redis", srv.URL())
+	assert.Equal(t, cli.ExitUsage, r.code)
+	assert.Contains(t, r.stderr, `llm has no limit named "daily": it has requests, tokens`)
+
+	r = runArgs("set", "llm=3/m", "other=1/s", "--redis", srv.URL())
+	assert.Equal(t, cli.ExitUsage, r.code)
+	assert.Contains(t, r.stderr, "set takes the limits of one type at a time, not 2")
+	r = runArgs("set", "llm=3/m", "llm=4/m", "--redis", srv.URL())
+	assert.Equal(t, cli.ExitUsage, r.code)
+	assert.Contains(t, r.stderr, "two limits without name=")
+}

@@ -49,10 +49,18 @@ Flags:
                            grants not taken in time are given back unless another
                            booking stands on them (then lost to the fleet)
   --limit SPEC             a limit, repeatable:
-                           TYPE=RATE/UNIT[,policy=P][,burst=N][,slots=N][,capacity=N][,key=TEMPLATE]
-                                [,max-wait=D][,cost=N][,global=RATE/UNIT[:BURST]][,in-flight=N]
-                                [,adapt=on|off][,floor=RATE/UNIT][,fair=on|off][,weights=KEY:N|KEY:N]
+                           TYPE=RATE/UNIT[,name=NAME][,policy=P][,burst=N][,slots=N][,capacity=N]
+                                [,key=TEMPLATE][,max-wait=D][,cost=N|{COST}][,global=RATE/UNIT[:BURST]]
+                                [,in-flight=N][,adapt=on|off|key][,floor=RATE/UNIT][,fair=on|off][,weights=KEY:N|KEY:N]
                            UNIT is s, m or h; TEMPLATE may use {type}, {payload.FIELD}, {header.NAME};
+                           several --limit for one TYPE, each with name=, are its named limits,
+                           every job takes from all of them at once (all or nothing); the type's
+                           options (key, max-wait, global, in-flight, adapt, floor, fair, weights)
+                           go on one of them; e.g. --limit 'http:request=3000/m,name=requests'
+                           --limit 'http:request=90000/m,name=tokens,cost={body.max_tokens}'
+                           cost= is a number or one of {payload.FIELD}, {header.NAME}, and for
+                           http:request {body.FIELD}: a job whose cost is missing, not a whole
+                           number, under 1 or over the burst is archived with the reason
                            in-flight=N: at most N of these jobs run at once across the fleet
                            policy=P, what the limit promises (default token-bucket):
                              token-bucket    RATE per UNIT on average, bursts up to burst=N
@@ -65,10 +73,12 @@ Flags:
                                              waiting (default as burst), beyond that refused
                            for the window policies RATE is a whole number; burst, slots and
                            capacity apply to their policy only; global= is a token bucket
-                           adapt=on|off (token-bucket up to 1000000/s; default on): RATE is a
+                           adapt=on|off|key (token-bucket up to 1000000/s; default on): RATE is a
                              ceiling, and the fleet learns what the upstream allows: a 429 or
                              503 lowers the rate, successes raise it back; floor=RATE/UNIT is
-                             the least rate (default a tenth of RATE); see docs/adaptive.md
+                             the least rate (default a tenth of RATE); see docs/adaptive.md;
+                             with key= and global= the upstream's refusals and quotas apply
+                             to global= (one account), adapt=key to each key's own bucket
                            fair=on|off (default on with key= and global=): the keys share the
                              global bucket by weight, none starving the others; weights=
                              gives keys (as the template derives them) other weights than 1,
@@ -80,10 +90,12 @@ Flags:
                            or, named .yaml or .yml, YAML of the same schema,
                            with the spec's options as fields ("policy", "burst", "slots",
                            "capacity", "key", "max_wait", "cost", "global", "in_flight",
-                           "adapt": true|false, "floor", "fair": true|false,
-                           "weights": {"KEY": N}); a field given twice, or a
-                           second YAML document, is an error naming its line;
-                           a --limit replaces the file's entry for its type
+                           "adapt": true|false|"key", "floor", "fair": true|false,
+                           "weights": {"KEY": N}); a type's named limits as a list under it,
+                           "limits": [{"name": "requests", "rate": "3000/m"}, ...];
+                           a field given twice, or a second YAML document, is an error
+                           naming its line; the --limit flags for a type replace the
+                           file's entry for it
   --max-wait DURATION      how long a job may wait here for its turn before it goes
                            back to the queue, unless its limit says (default 5s,
                            at most 24h, as a limit's max-wait=)

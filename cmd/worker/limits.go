@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/limitspec"
@@ -15,8 +16,9 @@ type limit struct {
 	source string
 }
 
-// loadLimits reads the limits file, if any, parses the --limit specs and
-// merges them (a flag replaces the file's entry for its type). Every error
+// loadLimits reads the limits file, if any, parses the --limit specs (several
+// for one type are its named limits) and merges them (the flags for a type
+// replace the file's entry for it). Every error
 // matches cli.ErrUsage and names the spec or file entry that is wrong.
 func loadLimits(specs []string, file string) ([]limit, error) {
 	var fromFile []limitspec.Spec
@@ -26,15 +28,22 @@ func loadLimits(specs []string, file string) ([]limit, error) {
 			return nil, cli.Usagef("%w", err)
 		}
 	}
-	fromFlags := make([]limitspec.Spec, 0, len(specs))
-	flagSource := make(map[string]string, len(specs))
+	// Several flags for one type are its named limits, read together.
+	fromFlags, err := limitspec.ParseAll(specs)
+	if err != nil {
+		return nil, cli.Usagef("%w", err)
+	}
+	// Each type's flags, as written, in order: the spec's type is what comes
+	// before its first '=' (ParseAll read it so).
+	flagSource := make(map[string]string, len(fromFlags))
 	for _, s := range specs {
-		sp, err := limitspec.Parse(s)
-		if err != nil {
-			return nil, cli.Usagef("%w", err)
+		typ, _, _ := strings.Cut(s, "=")
+		typ = strings.TrimSpace(typ)
+		if src, ok := flagSource[typ]; ok {
+			flagSource[typ] = src + ", " + strconv.Quote(s)
+		} else {
+			flagSource[typ] = "limit " + strconv.Quote(s)
 		}
-		fromFlags = append(fromFlags, sp)
-		flagSource[sp.Name] = "limit " + strconv.Quote(s)
 	}
 	merged, err := limitspec.Merge(fromFile, fromFlags)
 	if err != nil {

@@ -141,7 +141,7 @@ func (rl *runtimeLimits) sync(ctx context.Context) {
 			}
 			continue
 		}
-		sp, err := limitspec.Parse(e.Spec)
+		sp, err := e.Parse()
 		if err == nil && cur.source == "runtime" && cur.spec.String() == sp.String() {
 			continue // applied already (compared as written by String: "5/s" is "5/s,burst=5")
 		}
@@ -216,7 +216,8 @@ func (rl *runtimeLimits) beat(ctx context.Context) {
 	span := now.Sub(oldest.at).Seconds()
 	waiting := rl.pool.WaitingByPolicy()
 	for _, a := range rl.current() {
-		ls := control.LimitState{Type: a.spec.Name, Spec: a.spec.String(), Source: a.source, Waiting: waiting[a.spec.Name]}
+		ls := control.LimitState{Type: a.spec.Name, Source: a.source, Waiting: waiting[a.spec.Name]}
+		ls.Spec, ls.Specs = control.SpecsOf(a.spec)
 		if span > 0 {
 			ls.Grants = float64(runs[a.spec.Name]-oldest.runs[a.spec.Name]) / span
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -52,4 +54,51 @@ func TestRuntimeLimitWithoutItsMessage(t *testing.T) {
 	time.Sleep(3 * runtimePoll)
 	assert.Equal(t, 1, strings.Count(stderr.String(), `msg="limit changed at runtime" type=sleep spec="sleep=5/s" `),
 		"applied once, not at every read (the entry is not written as String writes it)")
+}
+
+// A worker started with two named limits for a type takes a runtime change
+// of both (sluice set with two specs) and reports them in its heartbeat, one
+// spec per limit; unset, its own apply again.
+func TestRuntimeNamedLimits(t *testing.T) {
+	queues := redistest.Start(t)
+	limiter := redistest.Shared(t)
+	prefix := redistest.Prefix(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{
+			"--redis", queues.URL(), "--limiter-redis", limiter.URL(), "--key-prefix", prefix,
+			"--limit", "sleep=100/s,name=requests", "--limit", "sleep=1000/m,name=tokens,cost={payload.ms}",
+			"--status-interval", "0",
+		}, io.Discard, &stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	ctl := control.New(limiter.Client(t), prefix)
+	specsOf := func() []string {
+		hbs, err := ctl.Workers(context.Background())
+		if err != nil || len(hbs) != 1 || len(hbs[0].Limits) != 1 {
+			return nil
+		}
+		return hbs[0].Limits[0].Specs
+	}
+	own := []string{"sleep=100/s,burst=100,name=requests", "sleep=1000/m,burst=17,name=tokens,cost={payload.ms}"}
+	require.Eventually(t, func() bool { return slices.Equal(specsOf(), own) }, 10*time.Second, 10*time.Millisecond, "%s", &stderr)
+
+	_, err := ctl.Set(context.Background(), []string{"sleep=5/s,name=requests", "sleep=60/m,name=tokens,burst=10,cost={payload.ms}"}, "test@here")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return strings.Contains(stderr.String(), `msg="limit changed at runtime" type=sleep`)
+	}, 5*time.Second, 5*time.Millisecond, "%s", &stderr)
+	// The heartbeat says so at its next beat.
+	changed := []string{"sleep=5/s,burst=5,name=requests", "sleep=60/m,burst=10,name=tokens,cost={payload.ms}"}
+	require.Eventually(t, func() bool { return slices.Equal(specsOf(), changed) }, 3*heartbeatEvery, 50*time.Millisecond, "%s", &stderr)
+
+	had, err := ctl.Unset(context.Background(), "sleep")
+	require.NoError(t, err)
+	require.True(t, had)
+	require.Eventually(t, func() bool { return slices.Equal(specsOf(), own) }, 3*heartbeatEvery, 50*time.Millisecond, "%s", &stderr)
 }

@@ -56,9 +56,10 @@ func newRates(now time.Time) *rates { return &rates{start: now} }
 
 // counted returns h counting its runs under the policy pol.
 func (r *rates) counted(h asynq.Handler, pol *workers.Policy) asynq.Handler {
-	rate, period := rateOf(pol.Limit)
+	first := firstLimit(*pol)
+	rate, period := rateOf(first.Limit)
 	pr := &policyRate{name: pol.Name, rate: rate, period: period, perKey: pol.Key != nil, lastAt: r.start}
-	pr.adaptive, pr.bucket = adaptiveOf(*pol), workers.BucketKey(*pol, pol.Name)
+	pr.adaptive, pr.bucket = adaptiveOf(*pol), workers.BucketKey(*pol, pol.Name, first.Name)
 	pr.fairBucket, pr.fairGlobal = fairOf(*pol)
 	r.policies = append(r.policies, pr)
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
@@ -70,13 +71,14 @@ func (r *rates) counted(h asynq.Handler, pol *workers.Policy) asynq.Handler {
 // setLimit changes the limit a policy's rate is shown against, when a
 // runtime limit replaces it.
 func (r *rates) setLimit(name string, pol workers.Policy) {
-	rate, period := rateOf(pol.Limit)
+	first := firstLimit(pol)
+	rate, period := rateOf(first.Limit)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, p := range r.policies {
 		if p.name == name {
 			p.rate, p.period, p.perKey = rate, period, pol.Key != nil
-			p.adaptive, p.bucket, p.eff, p.why = adaptiveOf(pol), workers.BucketKey(pol, pol.Name), 0, ""
+			p.adaptive, p.bucket, p.eff, p.why = adaptiveOf(pol), workers.BucketKey(pol, pol.Name, first.Name), 0, ""
 			p.fairBucket, p.fairGlobal = fairOf(pol)
 			p.tenants = ""
 		}
@@ -85,7 +87,7 @@ func (r *rates) setLimit(name string, pol workers.Policy) {
 
 // adaptiveOf is pol's adaptive limit, if it adapts and has one bucket.
 func adaptiveOf(pol workers.Policy) *throttle.Adaptive {
-	l, ok := pol.Limit.(throttle.Limit)
+	l, ok := firstLimit(pol).Limit.(throttle.Limit)
 	if !pol.Adapt || !ok || pol.Key != nil {
 		return nil
 	}
@@ -164,6 +166,15 @@ func (r *rates) total(now time.Time) string {
 		parts = append(parts, p.describe(p.runs.Load(), now.Sub(r.start)))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// firstLimit is pol's first limit, its own bucket, whose rate the status
+// line shows: Limit, else the first of Limits.
+func firstLimit(pol workers.Policy) workers.NamedLimit {
+	if pol.Limit != nil || len(pol.Limits) == 0 {
+		return workers.NamedLimit{Limit: pol.Limit, Cost: pol.Cost}
+	}
+	return pol.Limits[0]
 }
 
 // rateOf is a policy's rate as its spec writes it (limitspec.RateOf), with

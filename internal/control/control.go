@@ -58,11 +58,43 @@ func (c *Control) workersKey() string         { return c.prefix + "{ctl}:workers
 func (c *Control) workerKey(id string) string { return c.prefix + "{ctl}:worker:" + id }
 
 // Entry is a runtime limit: its spec in the --limit grammar, and who set it
-// when, for the logs.
+// when, for the logs. A type of several limits has one spec per limit in
+// Specs (limitspec.Spec.Flags), and Spec is them joined for people to
+// read; a worker of a version without named limits cannot parse it, and
+// applies none of it.
 type Entry struct {
-	Spec string    `json:"spec"`
-	By   string    `json:"by"` // user@host of the sluice command
-	At   time.Time `json:"at"`
+	Spec  string    `json:"spec"`
+	Specs []string  `json:"specs,omitempty"`
+	By    string    `json:"by"` // user@host of the sluice command
+	At    time.Time `json:"at"`
+}
+
+// Parse parses the entry's limit: Specs if it has them, else Spec.
+func (e Entry) Parse() (limitspec.Spec, error) { return ParseSpecs(e.Spec, e.Specs) }
+
+// ParseSpecs parses the limit of one type written as spec, or as specs
+// (one per limit) when there are any: see Entry and LimitState.
+func ParseSpecs(spec string, specs []string) (limitspec.Spec, error) {
+	if len(specs) == 0 {
+		return limitspec.Parse(spec)
+	}
+	all, err := limitspec.ParseAll(specs)
+	if err != nil {
+		return limitspec.Spec{}, err
+	}
+	if len(all) != 1 {
+		return limitspec.Spec{}, fmt.Errorf("%w: specs for %d types, want one", limitspec.ErrInvalid, len(all))
+	}
+	return all[0], nil
+}
+
+// SpecsOf is how an Entry or a LimitState writes sp: its String as Spec,
+// and its Flags as Specs when it has more than one.
+func SpecsOf(sp limitspec.Spec) (spec string, specs []string) {
+	if flags := sp.Flags(); len(flags) > 1 {
+		return sp.String(), flags
+	}
+	return sp.String(), nil
 }
 
 // changeScript sets or unsets a runtime limit and announces it, in one call.
@@ -86,15 +118,23 @@ func (c *Control) Check(ctx context.Context) error {
 	return nil
 }
 
-// Set stores spec (TYPE=SPEC, the --limit grammar) as the runtime limit of
-// its type and tells the workers, in one script: both or neither. A spec
-// that does not parse is refused, and nothing is stored.
-func (c *Control) Set(ctx context.Context, spec, by string) (limitspec.Spec, error) {
-	sp, err := limitspec.Parse(spec)
+// Set stores specs (TYPE=SPEC, the --limit grammar; several for a type of
+// several named limits, as limitspec.ParseAll reads them) as the runtime
+// limit of their type, whole, and tells the workers, in one script: both or
+// neither. Specs that do not parse, or are for more than one type, are
+// refused, and nothing is stored.
+func (c *Control) Set(ctx context.Context, specs []string, by string) (limitspec.Spec, error) {
+	all, err := limitspec.ParseAll(specs)
 	if err != nil {
 		return limitspec.Spec{}, err
 	}
-	b, err := json.Marshal(Entry{Spec: sp.String(), By: by, At: time.Now().UTC()})
+	if len(all) != 1 {
+		return limitspec.Spec{}, fmt.Errorf("%w: specs for %d types: set one type at a time", limitspec.ErrInvalid, len(all))
+	}
+	sp := all[0]
+	e := Entry{By: by, At: time.Now().UTC()}
+	e.Spec, e.Specs = SpecsOf(sp)
+	b, err := json.Marshal(e)
 	if err != nil {
 		return limitspec.Spec{}, err
 	}
@@ -143,7 +183,7 @@ func (c *Control) Limits(ctx context.Context) (limits map[string]Entry, bad map[
 			bad[typ] = Malformed{Entry: Entry{Spec: raw}, Err: fmt.Errorf("not a JSON entry: %w", err)}
 			continue
 		}
-		if _, err := limitspec.Parse(e.Spec); err != nil {
+		if _, err := e.Parse(); err != nil {
 			bad[typ] = Malformed{Entry: e, Err: err}
 			continue
 		}
@@ -170,14 +210,19 @@ func (c *Control) Reset(ctx context.Context, typ string) error {
 // is the type) rather than a limit change.
 func (c *Control) IsReset(m *redis.Message) bool { return m.Channel == c.resetsChannel() }
 
-// LimitState is one limit as a worker applies it, in its heartbeat.
+// LimitState is one limit as a worker applies it, in its heartbeat. A type
+// of several limits has one spec per limit in Specs, as an Entry does.
 type LimitState struct {
-	Type    string  `json:"type"`
-	Spec    string  `json:"spec"`
-	Source  string  `json:"source"`       // flag (or its SLUICE_ variable), file or runtime
-	Grants  float64 `json:"grants_per_s"` // handler runs per second over the last minute
-	Waiting int64   `json:"waiting"`      // jobs of the type waiting in this worker for their turn, now
+	Type    string   `json:"type"`
+	Spec    string   `json:"spec"`
+	Specs   []string `json:"specs,omitempty"`
+	Source  string   `json:"source"`       // flag (or its SLUICE_ variable), file or runtime
+	Grants  float64  `json:"grants_per_s"` // handler runs per second over the last minute
+	Waiting int64    `json:"waiting"`      // jobs of the type waiting in this worker for their turn, now
 }
+
+// Parse parses the state's limit: Specs if it has them, else Spec.
+func (l LimitState) Parse() (limitspec.Spec, error) { return ParseSpecs(l.Spec, l.Specs) }
 
 // Heartbeat is what a worker process publishes about itself.
 type Heartbeat struct {

@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,7 +24,7 @@ func TestSetUnsetLimits(t *testing.T) {
 	_, err := sub.Receive(ctx) // the subscription is in place
 	require.NoError(t, err)
 
-	sp, err := c.Set(ctx, "http:request=20/s,burst=2", "ops@host")
+	sp, err := c.Set(ctx, []string{"http:request=20/s,burst=2"}, "ops@host")
 	require.NoError(t, err)
 	assert.Equal(t, "http:request", sp.Name)
 	msg := <-sub.Channel()
@@ -37,7 +38,7 @@ func TestSetUnsetLimits(t *testing.T) {
 	assert.Equal(t, "ops@host", got["http:request"].By)
 	assert.WithinDuration(t, time.Now(), got["http:request"].At, 5*time.Second)
 
-	_, err = c.Set(ctx, "http:request=fast", "ops@host")
+	_, err = c.Set(ctx, []string{"http:request=fast"}, "ops@host")
 	require.ErrorIs(t, err, limitspec.ErrInvalid, "refused when set")
 	got, _, err = c.Limits(ctx)
 	require.NoError(t, err)
@@ -94,4 +95,42 @@ func TestHeartbeats(t *testing.T) {
 		big.Limits = append(big.Limits, LimitState{Type: "a-long-type-name", Spec: "a-long-type-name=100/s"})
 	}
 	assert.ErrorContains(t, c.Beat(ctx, big), "more than", "bounded in size")
+}
+
+// A type of several named limits is set whole, one spec per limit, and read
+// back as one limit of that type; specs for two types at once are refused.
+func TestSetNamedLimits(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Shared(t).Client(t)
+	c := New(rdb, redistest.Prefix(t))
+
+	specs := []string{"http:request=3000/m,name=requests", "http:request=90000/m,name=tokens,burst=20000,cost={body.max_tokens}"}
+	sp, err := c.Set(ctx, specs, "ops@host")
+	require.NoError(t, err)
+	assert.Len(t, sp.Limits, 2)
+	got, bad, err := c.Limits(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, bad)
+	e := got["http:request"]
+	assert.Equal(t, []string{"http:request=3000/m,burst=50,name=requests", "http:request=90000/m,burst=20000,name=tokens,cost={body.max_tokens}"}, e.Specs)
+	assert.Equal(t, strings.Join(e.Specs, " "), e.Spec, "Spec is for people to read")
+	back, err := e.Parse()
+	require.NoError(t, err)
+	assert.Equal(t, sp.Flags(), back.Flags())
+	require.NotNil(t, back.Limits[1].CostFrom)
+
+	_, err = c.Set(ctx, []string{"a=1/s", "b=1/s"}, "ops@host")
+	assert.ErrorIs(t, err, limitspec.ErrInvalid)
+	_, err = c.Set(ctx, []string{"a=1/s", "a=2/s"}, "ops@host")
+	assert.ErrorContains(t, err, "two limits without name=")
+	got, _, err = c.Limits(ctx)
+	require.NoError(t, err)
+	assert.Len(t, got, 1, "nothing stored for refused specs")
+
+	// A heartbeat's limit reads the same way.
+	ls := LimitState{Type: "http:request"}
+	ls.Spec, ls.Specs = SpecsOf(sp)
+	again, err := ls.Parse()
+	require.NoError(t, err)
+	assert.Equal(t, sp.String(), again.String())
 }

@@ -5,9 +5,10 @@
 //	{"url": "https://api.example.com/v1/charge", "method": "POST",
 //	 "headers": {"Content-Type": "application/json"}, "body": "{\"amount\": 100}"}
 //
-// and [Handler] runs it. A 429 or 503 answer becomes a *workers.UpstreamError,
-// which makes the worker pool pause the job's bucket on every host; see
-// [Handler.ProcessTask] for the other outcomes.
+// and [Handler] runs it. A refusal (a 429, a 503, or a 403 that says it is a
+// limit, in any dialect backoff.ParseAnswer reads) becomes a
+// *workers.UpstreamError, which makes the worker pool pause the upstream's
+// bucket on every host; see [Handler.ProcessTask] for the other outcomes.
 //
 // Whoever can enqueue an http:request job can make the workers send any
 // request they can reach, internal addresses included: run them where that is

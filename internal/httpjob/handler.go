@@ -13,6 +13,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/sluicehq/sluice/backoff"
 	"github.com/sluicehq/sluice/workers"
 )
 
@@ -26,6 +27,9 @@ const (
 	maxDrain = 64 << 10
 	// maxExcerpt bounds the part of a response body quoted in an error.
 	maxExcerpt = 200
+	// maxHead bounds the part of a response body kept for
+	// backoff.ParseAnswer: a refusal's JSON retry_after.
+	maxHead = 4 << 10
 )
 
 // defaultClient serves Handlers without a Client.
@@ -68,9 +72,11 @@ var errHostNotAllowed = errors.New("host is not in the worker's allowed hosts")
 // ProcessTask runs the http:request job t under ctx. It returns
 //
 //   - nil for a 2xx answer;
-//   - the *workers.UpstreamError from workers.FromResponse for 429 or 503,
-//     so that the worker pool pauses the job's bucket on every host for the
-//     upstream's Retry-After and sends the job back for after it;
+//   - the *workers.UpstreamError from workers.FromAnswer for a refusal (a
+//     429, a 503, or a 403 with a spent quota or a Retry-After: see
+//     backoff.ParseAnswer), so that the worker pool pauses the upstream's
+//     bucket on every host for the wait the upstream asked for and sends
+//     the job back for after it;
 //   - an error wrapping asynq.SkipRetry for a payload ParseRequest refuses,
 //     for any other 4xx, and for a 1xx or 3xx the client did not follow: the
 //     job is archived at once with the reason (the status and the start of
@@ -143,18 +149,19 @@ func (h *Handler) do(ctx context.Context, r Request) error {
 		}
 		return fmt.Errorf("%s: %s: %w", TaskType, what, err)
 	}
-	excerpt := drainAndClose(resp.Body)
-	workers.ObserveResponse(ctx, resp) // its rate-limit fields, for an adaptive limit
+	head, excerpt := drainAndClose(resp.Body)
+	now := time.Now
+	if h.Now != nil {
+		now = h.Now
+	}
+	answer := backoff.ParseAnswer(resp.StatusCode, resp.Header, head, now())
+	workers.ObserveAnswer(ctx, answer) // its rate-limit fields, for an adaptive limit
 
 	switch code := resp.StatusCode; {
 	case code >= 200 && code <= 299:
 		return nil
-	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
-		now := time.Now
-		if h.Now != nil {
-			now = h.Now
-		}
-		return workers.FromResponse(resp, now())
+	case answer.Refused:
+		return workers.FromAnswer(answer)
 	case code >= 500:
 		return fmt.Errorf("%s: %s answered %s%s", TaskType, what, resp.Status, excerpt)
 	default: // 4xx, or a 1xx or 3xx the client did not act on
@@ -163,14 +170,14 @@ func (h *Handler) do(ctx context.Context, r Request) error {
 }
 
 // drainAndClose reads up to maxDrain bytes of body, closes it, and returns
-// the start of what it read for an error message: ": " and the text, quoted,
-// or "" for an empty body.
-func drainAndClose(body io.ReadCloser) string {
+// its first maxHead bytes, and their start for an error message: ": " and
+// the text, quoted, or "" for an empty body.
+func drainAndClose(body io.ReadCloser) (head []byte, excerpt string) {
 	defer body.Close()
-	buf := make([]byte, maxExcerpt+1) // one more, to tell whether it was cut
+	buf := make([]byte, maxHead)
 	n, _ := io.ReadFull(body, buf)
 	_, _ = io.CopyN(io.Discard, body, maxDrain-int64(n))
-	return excerptOf(buf[:n])
+	return buf[:n], excerptOf(buf[:min(n, maxExcerpt+1)]) // one more, to tell whether it was cut
 }
 
 // excerptOf makes the first maxExcerpt bytes of b readable in one line:

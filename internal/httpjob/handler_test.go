@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -124,6 +125,13 @@ func TestHandlerOutcomes(t *testing.T) {
 		{status: 429, header: map[string]string{"Retry-After": "soon"}, want: upstream, message: `workers: upstream answered 429 (backoff: invalid Retry-After: "soon" is neither delta-seconds nor an HTTP-date)`},
 		{status: 503, header: map[string]string{"Retry-After": now.Add(90 * time.Second).Format(http.TimeFormat)}, want: upstream, message: "workers: upstream answered 503, retry after 1m30s", retryAfter: 90 * time.Second},
 		{status: 503, body: "maintenance", want: upstream, message: "workers: upstream answered 503"},
+		// GitHub: a 403 with its quota spent, or with Retry-After, is a limit; without either, a client error.
+		{status: 403, header: map[string]string{"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": strconv.FormatInt(now.Add(42*time.Second).Unix(), 10)}, want: upstream, message: "workers: upstream answered 403, retry after 42s", retryAfter: 42 * time.Second},
+		{status: 403, header: map[string]string{"Retry-After": "60", "X-RateLimit-Remaining": "4000"}, want: upstream, message: "workers: upstream answered 403, retry after 1m0s", retryAfter: time.Minute},
+		{status: 403, header: map[string]string{"X-RateLimit-Remaining": "4000"}, body: "forbidden", want: permanent, message: `403 Forbidden: "forbidden": skip retry for the task`},
+		// Discord: the wait in a JSON body; Shopify: Retry-After as a decimal.
+		{status: 429, header: map[string]string{"Content-Type": "application/json"}, body: `{"message": "You are being rate limited.", "retry_after": 0.64, "global": false}`, want: upstream, message: "workers: upstream answered 429, retry after 640ms", retryAfter: 640 * time.Millisecond},
+		{status: 429, header: map[string]string{"X-Shopify-Shop-Api-Call-Limit": "40/40", "Retry-After": "2.0"}, want: upstream, message: "workers: upstream answered 429, retry after 2s", retryAfter: 2 * time.Second},
 		{status: 500, body: "boom", want: retry, message: `500 Internal Server Error: "boom"`},
 		{status: 502, want: retry, message: `502 Bad Gateway`},
 		{status: 504, want: retry, message: `504 Gateway Timeout`},

@@ -2,7 +2,7 @@
 //
 // A limit for one task type is written
 //
-//	TYPE=RATE/UNIT[,burst=N][,key=TEMPLATE][,max-wait=DURATION][,cost=N][,global=RATE/UNIT[:BURST]][,in-flight=N]
+//	TYPE=RATE/UNIT[,name=NAME][,burst=N][,key=TEMPLATE][,max-wait=DURATION][,cost=N|{TEMPLATE}][,global=RATE/UNIT[:BURST]][,in-flight=N]
 //
 // for example
 //
@@ -16,8 +16,18 @@
 // the burst of a global limit written without ":BURST". in-flight=N lets at most
 // N jobs of one key run at once across the fleet.
 //
-// The limits file holds the same fields as JSON; see [LoadFile]. [Merge]
-// combines the two, flags winning.
+// A type may have several limits, taken together, all or nothing: one spec
+// each, each with name=NAME, read together by [ParseAll]:
+//
+//	http:request=3000/m,name=requests
+//	http:request=90000/m,name=tokens,cost={body.max_tokens}
+//
+// cost= is a number, or a template that reads each job's cost from it:
+// {payload.FIELD}, {header.NAME}, and for http:request {body.FIELD}.
+//
+// The limits file holds the same fields as JSON or YAML, a type's named
+// limits as a list under it; see [LoadFile]. [Merge] combines the two,
+// flags winning.
 //
 // A [Spec] is the workers.Policy a pool enforces, with the key template its
 // Key was made from: the type is the policy's Name (checked by

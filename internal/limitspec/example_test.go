@@ -58,3 +58,24 @@ func mustParse(s string) limitspec.Spec {
 	}
 	return sp
 }
+
+// Two specs for one type, each with name=, are its named limits: every job
+// takes from both, its tokens from the request body's max_tokens.
+func ExampleParseAll() {
+	specs, err := limitspec.ParseAll([]string{
+		"http:request=3000/m,name=requests",
+		"http:request=90000/m,name=tokens,burst=20000,cost={body.max_tokens}",
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, l := range specs[0].Limits {
+		fmt.Printf("%s: %v, cost %q\n", l.Name, l.Limit, specs[0].CostTemplates[l.Name])
+	}
+	_, err = limitspec.ParseAll([]string{"http:request=3000/m", "http:request=90000/m"})
+	fmt.Println(err)
+	// Output:
+	// requests: 3000/1m0s burst 50, cost ""
+	// tokens: 90000/1m0s burst 20000, cost "{body.max_tokens}"
+	// limits of type "http:request": two limits without name= (give each of the type's limits a name=)
+}

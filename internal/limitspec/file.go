@@ -7,32 +7,76 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
-
-	"github.com/sluicehq/sluice/workers"
 )
 
 // MaxFileSize bounds the limits file LoadFile reads, in bytes.
 const MaxFileSize = 1 << 20
 
-// fileEntry is one entry of the limits file. Pointers tell a field left out
-// from a zero written on purpose, which is an error.
+// fileEntry is one entry of the limits file: a type, its options, and its
+// unnamed limit (rate and the fields after it) or its named ones (limits),
+// or both. Pointers tell a field left out from a zero written on purpose,
+// which is an error.
 type fileEntry struct {
 	Type     string         `json:"type"`
-	Rate     string         `json:"rate"`      // RATE/UNIT, as in a spec
-	Policy   string         `json:"policy"`    // absent: token-bucket
-	Burst    *int           `json:"burst"`     // token-bucket; absent: the default burst
-	Slots    *int           `json:"slots"`     // sliding-window; absent: 10
-	Capacity *int           `json:"capacity"`  // leaky-bucket; absent: the default, as burst
 	Key      string         `json:"key"`       // key template
 	MaxWait  string         `json:"max_wait"`  // Go duration; absent: the worker's default
-	Cost     *int           `json:"cost"`      // absent: 1
 	Global   string         `json:"global"`    // RATE/UNIT[:BURST]; absent: no global bucket
 	InFlight *int           `json:"in_flight"` // absent: no bound
-	Adapt    *bool          `json:"adapt"`     // absent: on for token-bucket
+	Adapt    *adaptValue    `json:"adapt"`     // true, false or "key"; absent: on for token-bucket
 	Floor    string         `json:"floor"`     // RATE/UNIT; absent: a tenth of the rate
 	Fair     *bool          `json:"fair"`      // absent: on with key and global
 	Weights  map[string]int `json:"weights"`   // derived key → weight; absent: equal
+	fileLimit
+	Limits []fileNamed `json:"limits"` // named limits; absent: none
+}
+
+// fileLimit is one limit in a file entry: the entry's unnamed one, or one of
+// its named ones.
+type fileLimit struct {
+	Rate     string   `json:"rate"`     // RATE/UNIT, as in a spec
+	Policy   string   `json:"policy"`   // absent: token-bucket
+	Burst    *int     `json:"burst"`    // token-bucket; absent: the default burst
+	Slots    *int     `json:"slots"`    // sliding-window; absent: 10
+	Capacity *int     `json:"capacity"` // leaky-bucket; absent: the default, as burst
+	Cost     fileCost `json:"cost"`     // a number, or a template string; absent: 1
+}
+
+// fileNamed is one of an entry's named limits.
+type fileNamed struct {
+	Name string `json:"name"`
+	fileLimit
+}
+
+// fileCost is a cost as a file writes it: a number, or a template string
+// such as "{body.max_tokens}".
+type fileCost struct {
+	set  bool
+	n    int
+	tmpl string
+}
+
+func (c *fileCost) UnmarshalJSON(b []byte) error {
+	c.set = true
+	if len(b) > 0 && b[0] == '"' {
+		if err := json.Unmarshal(b, &c.tmpl); err != nil {
+			return err
+		}
+		if !strings.HasPrefix(c.tmpl, "{") {
+			return invalidf("cost %s: want a number, or a template such as \"{payload.tokens}\"", quote(c.tmpl))
+		}
+		return nil
+	}
+	if len(b) > 0 && b[0] == '{' {
+		return invalidf(`cost: want a number or a template string, got an object (in YAML, quote a template: cost: "{payload.tokens}")`)
+	}
+	var n int
+	if err := json.Unmarshal(b, &n); err != nil {
+		return invalidf("cost: want a whole number or a template string, got JSON %s", b)
+	}
+	c.n = n
+	return nil
 }
 
 // LoadFile reads the limits file at path, JSON of the form
@@ -41,16 +85,25 @@ type fileEntry struct {
 //	  {"type": "http:request", "rate": "50/s", "burst": 5},
 //	  {"type": "email:send", "rate": "100/m", "burst": 10, "key": "tenant:{payload.tenant}",
 //	   "max_wait": "2s", "cost": 1, "global": "500/s:50", "in_flight": 5},
-//	  {"type": "report", "rate": "100/m", "policy": "sliding-log"}
+//	  {"type": "report", "rate": "100/m", "policy": "sliding-log"},
+//	  {"type": "http:request", "limits": [
+//	    {"name": "requests", "rate": "3000/m"},
+//	    {"name": "tokens", "rate": "90000/m", "cost": "{body.max_tokens}"}
+//	  ]}
 //	]}
 //
 // Each entry holds the fields of a spec (see [Parse]): type and rate are
 // required; policy, burst, slots, capacity, key, max_wait, cost, global and
 // in_flight may be left out, with the same defaults and the same rules
 // (burst for token-bucket, slots for sliding-window, capacity for
-// leaky-bucket). Unknown fields, a field given twice in one object, a file
-// without "limits", text after the object, two entries for one type and
-// files over [MaxFileSize] are errors.
+// leaky-bucket). cost is a number, or a template string. A type's named
+// limits (see [ParseAll]) are a list under it, "limits", each with a name
+// and a limit's own fields (rate, policy, burst, slots, capacity, cost);
+// the entry's other fields are the type's, and an entry with "limits" may
+// leave out "rate" (with it, the entry has an unnamed limit too). Unknown
+// fields, a field given twice in one object, a file without "limits", text
+// after the object, two entries for one type and files over [MaxFileSize]
+// are errors.
 //
 // A path ending in .yaml or .yml is read as YAML of the same schema (see
 // yamlToJSON): one document; its entries' errors read as a JSON file's would.
@@ -172,74 +225,117 @@ func (e fileEntry) spec() (Spec, error) {
 	switch {
 	case e.Type == "":
 		return Spec{}, invalidf(`"type" is missing or empty`)
-	case e.Rate == "":
+	case e.Rate == "" && len(e.Limits) == 0:
 		return Spec{}, invalidf(`"rate" is missing or empty (want RATE/UNIT, e.g. "50/s")`)
 	}
-	r, period, err := parseRate(e.Rate)
+	o, err := e.opts()
 	if err != nil {
 		return Spec{}, err
 	}
-	sp := Spec{Policy: workers.Policy{Name: e.Type}, KeyTemplate: e.Key}
-	sh := shape{policy: e.Policy}
+	var parts []part
+	if e.Rate != "" {
+		pt, err := e.fileLimit.part(e.Type, "")
+		if err != nil {
+			return Spec{}, err
+		}
+		parts = append(parts, pt)
+	} else if e.Policy != "" || e.Burst != nil || e.Slots != nil || e.Capacity != nil || e.Cost.set {
+		return Spec{}, invalidf(`policy, burst, slots, capacity and cost go with "rate" (or in each of "limits")`)
+	}
+	for i, l := range e.Limits {
+		if l.Name == "" {
+			return Spec{}, invalidf(`limits[%d]: "name" is missing or empty`, i)
+		}
+		pt, err := l.part(e.Type, l.Name)
+		if err != nil {
+			return Spec{}, invalidf("limits[%d] (name %s): %v", i, quote(l.Name), err)
+		}
+		parts = append(parts, pt)
+	}
+	parts[0].opts = o
+	return build(parts)
+}
+
+// opts reads the options of the entry's type.
+func (e fileEntry) opts() (typeOpts, error) {
+	var o typeOpts
+	give := func(name string) { o.given = append(o.given, name) }
+	var err error
+	if e.Key != "" {
+		give(optKey)
+		o.key = e.Key
+	}
+	if e.MaxWait != "" {
+		give(optMaxWait)
+		if o.maxWait, err = parseMaxWait(e.MaxWait); err != nil {
+			return o, err
+		}
+	}
+	if e.Global != "" {
+		give(optGlobal)
+		if o.global, err = parseGlobal(e.Global); err != nil {
+			return o, err
+		}
+	}
+	if e.InFlight != nil {
+		if *e.InFlight < 1 {
+			return o, invalidf("in_flight %d must be at least 1 (leave it out for no bound)", *e.InFlight)
+		}
+		give(optFlight)
+		o.inFlight = *e.InFlight // its upper bound is checked by Validate
+	}
+	if e.Adapt != nil {
+		give(optAdapt)
+		o.ad.set, o.ad.on, o.ad.key = true, e.Adapt.on, e.Adapt.key
+	}
+	if e.Floor != "" {
+		give(optFloor)
+		if o.ad.floor, o.ad.floorP, err = parseRate(e.Floor); err != nil {
+			return o, err
+		}
+	}
+	if e.Fair != nil {
+		give(optFair)
+		o.fa.set, o.fa.on = true, *e.Fair
+	}
+	if e.Weights != nil {
+		give(optWeights)
+		o.fa.weights = e.Weights
+	}
+	return o, nil
+}
+
+// part reads one limit of type typ, named name.
+func (l fileLimit) part(typ, name string) (part, error) {
+	if l.Rate == "" {
+		return part{}, invalidf(`"rate" is missing or empty (want RATE/UNIT, e.g. "50/s")`)
+	}
+	r, period, err := parseRate(l.Rate)
+	if err != nil {
+		return part{}, err
+	}
+	pt := part{typ: typ, name: name, rate: r, period: period, sh: shape{policy: l.Policy}}
 	for _, o := range []struct {
 		name string
 		v    *int
 		to   *int
-	}{{optBurst, e.Burst, &sh.burst}, {optSlots, e.Slots, &sh.slots}, {optCapacity, e.Capacity, &sh.capacity}} {
+	}{{optBurst, l.Burst, &pt.sh.burst}, {optSlots, l.Slots, &pt.sh.slots}, {optCapacity, l.Capacity, &pt.sh.capacity}} {
 		if o.v != nil {
 			if *o.v < 1 {
-				return Spec{}, invalidf("%s %d must be at least 1", o.name, *o.v)
+				return part{}, invalidf("%s %d must be at least 1", o.name, *o.v)
 			}
 			*o.to = *o.v // the upper bound is checked by Validate
 		}
 	}
-	if sp.Limit, err = sh.build(r, period); err != nil {
-		return Spec{}, err
+	switch {
+	case l.Cost.tmpl != "":
+		pt.cost = l.Cost.tmpl
+	case l.Cost.set && l.Cost.n < 1:
+		return part{}, invalidf("cost %d must be at least 1 (leave it out for 1)", l.Cost.n)
+	case l.Cost.set:
+		pt.cost = strconv.Itoa(l.Cost.n)
 	}
-	var ad adaptive
-	if e.Adapt != nil {
-		ad.set, ad.on = true, *e.Adapt
-	}
-	if e.Floor != "" {
-		if ad.floor, ad.floorP, err = parseRate(e.Floor); err != nil {
-			return Spec{}, err
-		}
-	}
-	if err := ad.apply(&sp); err != nil {
-		return Spec{}, err
-	}
-	if e.MaxWait != "" {
-		if sp.MaxWait, err = parseMaxWait(e.MaxWait); err != nil {
-			return Spec{}, err
-		}
-	}
-	if e.Cost != nil {
-		if *e.Cost < 1 {
-			return Spec{}, invalidf("cost %d must be at least 1 (leave it out for 1)", *e.Cost)
-		}
-		sp.Cost = *e.Cost
-	}
-	if e.Global != "" {
-		g, err := parseGlobal(e.Global)
-		if err != nil {
-			return Spec{}, err
-		}
-		sp.Global = g
-	}
-	if e.InFlight != nil {
-		if *e.InFlight < 1 {
-			return Spec{}, invalidf("in_flight %d must be at least 1 (leave it out for no bound)", *e.InFlight)
-		}
-		sp.InFlight = *e.InFlight // its upper bound is checked by Validate
-	}
-	fa := fairness{weights: e.Weights}
-	if e.Fair != nil {
-		fa.set, fa.on = true, *e.Fair
-	}
-	if err := fa.apply(&sp); err != nil {
-		return Spec{}, err
-	}
-	return sp.finish()
+	return pt, nil
 }
 
 // expectDelim reads the next token and reports an error unless it is want.
@@ -290,7 +386,9 @@ func jsonError(err error) error {
 		if typ.Field == "" { // the entry itself
 			return invalidf("want an object such as {\"type\": \"http:request\", \"rate\": \"50/s\"}, got JSON %s", typ.Value)
 		}
-		return invalidf("%s: want %s, got JSON %s", typ.Field, typ.Type, typ.Value)
+		// A field of an embedded fileLimit is named as the file writes it.
+		field := strings.ReplaceAll(typ.Field, "fileLimit.", "")
+		return invalidf("%s: want %s, got JSON %s", field, typ.Type, typ.Value)
 	}
 	return invalidf("%s", strings.TrimPrefix(err.Error(), "json: "))
 }

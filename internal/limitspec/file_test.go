@@ -149,6 +149,11 @@ func TestLoadFileAdapt(t *testing.T) {
 	assert.True(t, got[1].Adapt)
 	assert.Equal(t, 5.0, got[1].AdaptFloor)
 	assert.False(t, got[2].Adapt)
+	specs, err := LoadFile(writeFile(t, `{"limits": [{"type": "k", "rate": "10/s", "key": "t:{payload.t}", "global": "50/s", "adapt": "key"}]}`))
+	require.NoError(t, err)
+	assert.True(t, specs[0].Adapt && specs[0].AdaptKey, `"adapt": "key"`)
+	_, err = LoadFile(writeFile(t, `{"limits": [{"type": "k", "rate": "10/s", "adapt": "maybe"}]}`))
+	assert.ErrorContains(t, err, `want true, false or "key"`)
 	_, err = LoadFile(writeFile(t, `{"limits": [{"type": "c", "rate": "40/s", "policy": "sliding-log", "adapt": true}]}`))
 	assert.ErrorContains(t, err, "adapt does not apply to policy sliding-log")
 }

@@ -21,6 +21,8 @@ type flat struct {
 	Floor    float64
 	Fair     bool
 	Weights  map[string]int
+	Named    []workers.NamedLimit // without their CostFrom
+	Costs    map[string]string    // the cost templates
 }
 
 // spec is f as a Spec, without the Key its template makes.
@@ -28,7 +30,8 @@ func (f flat) spec() Spec {
 	sp := Spec{Policy: workers.Policy{
 		Name: f.Type, Limit: f.Limit, MaxWait: f.MaxWait, Cost: f.Cost, InFlight: f.InFlight,
 		Adapt: f.Adapt, AdaptFloor: f.Floor, Fair: f.Fair, Weights: f.Weights,
-	}, KeyTemplate: f.Key}
+	}, KeyTemplate: f.Key, CostTemplates: f.Costs}
+	sp.Limits = f.Named
 	if f.Global != nil {
 		sp.Global = *f.Global
 	}
@@ -43,6 +46,13 @@ func flatOf(sp Spec) flat {
 	}
 	if g, ok := sp.Global.(throttle.Limit); ok {
 		f.Global = &g
+	}
+	for _, l := range sp.Limits {
+		l.CostFrom = nil
+		f.Named = append(f.Named, l)
+	}
+	if len(sp.CostTemplates) > 0 {
+		f.Costs = sp.CostTemplates
 	}
 	return f
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -28,6 +29,10 @@ func FuzzParse(f *testing.F) {
 		"a=99999999999999999999999/s",
 		"a=1/s,key={{}}",
 		"a=1/s,max-wait=9223372036854775807ns",
+		"http:request=90000/m,name=tokens,cost={body.max_tokens}",
+		"a=5/s,name=r,cost={header.n},global=10/s",
+		"t=10/s,key=tenant:{payload.t},global=600/m:20,adapt=key,floor=2/s",
+		"t=10/s,policy=sliding-log,key=k:{payload.t},global=600/m:20,floor=60/m",
 	} {
 		f.Add(s)
 	}
@@ -45,8 +50,13 @@ func FuzzParse(f *testing.F) {
 		if err := sp.Validate(); err != nil {
 			t.Fatalf("Parse(%q) = %+v, which does not validate: %v", s, sp, err)
 		}
-		if err := sp.Limit.Validate(); err != nil {
-			t.Fatalf("Parse(%q): limit %v does not validate: %v", s, sp.Limit, err)
+		for _, l := range sp.All() {
+			if err := l.Limit.Validate(); err != nil {
+				t.Fatalf("Parse(%q): limit %v does not validate: %v", s, l.Limit, err)
+			}
+			if mostOf(l.Limit) < 1 || l.Cost < 0 {
+				t.Fatalf("Parse(%q) = %+v: out of bounds", s, sp)
+			}
 		}
 		if sp.Global != nil {
 			if err := sp.Global.Validate(); err != nil {
@@ -56,7 +66,7 @@ func FuzzParse(f *testing.F) {
 		if (sp.KeyTemplate != "") != (sp.Key != nil) {
 			t.Fatalf("Parse(%q) = %+v: key template %q but Key %v", s, sp, sp.KeyTemplate, sp.Key != nil)
 		}
-		if sp.Name == "" || len(sp.Name) > workers.MaxPolicyName || len(sp.KeyTemplate) > workers.MaxKeyTemplate || mostOf(sp.Limit) < 1 || sp.Cost < 0 || sp.MaxWait < 0 {
+		if sp.Name == "" || len(sp.Name) > workers.MaxPolicyName || len(sp.KeyTemplate) > workers.MaxKeyTemplate || sp.MaxWait < 0 {
 			t.Fatalf("Parse(%q) = %+v: out of bounds", s, sp)
 		}
 		again, err := Parse(sp.String())
@@ -79,4 +89,40 @@ func equal(a, b Spec) bool {
 	}
 	fa.Weights, fb.Weights = nil, nil
 	return reflect.DeepEqual(fa, fb)
+}
+
+// FuzzParseAll checks ParseAll as FuzzParse checks Parse, for specs of
+// several limits per type (one spec a line): what it accepts validates and
+// reads back from its Flags.
+func FuzzParseAll(f *testing.F) {
+	for _, s := range []string{
+		"http:request=3000/m,name=requests\nhttp:request=90000/m,name=tokens,cost={body.max_tokens}",
+		"a=5/s,key={payload.t},global=10/s\na=100/h,name=daily\nb=1/s",
+		"a=5/s\na=6/s",
+		"a=5/s,name=r,adapt=off\na=5/s,name=t,adapt=off",
+		"a=5/s,name=r,cost={header.n}\na=1/m,name=t,policy=sliding-log,cost=1",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		specs, err := ParseAll(strings.Split(s, "\n"))
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("ParseAll(%q): error %v does not match ErrInvalid", s, err)
+			}
+			return
+		}
+		for _, sp := range specs {
+			if err := sp.Validate(); err != nil {
+				t.Fatalf("ParseAll(%q) = %+v, which does not validate: %v", s, sp, err)
+			}
+			again, err := ParseAll(sp.Flags())
+			if err != nil {
+				t.Fatalf("ParseAll(%q): Flags %q do not parse: %v", s, sp.Flags(), err)
+			}
+			if len(again) != 1 || !equal(again[0], sp) || !slices.Equal(again[0].Flags(), sp.Flags()) {
+				t.Fatalf("round trip of %q through %q gave %+v, want %+v", s, sp.Flags(), again, sp)
+			}
+		}
+	})
 }

@@ -1,10 +1,15 @@
 package limitspec
 
-import "fmt"
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
 
-// Merge combines the limits from a file with those from --limit flags. A flag
-// for a type the file also has replaces the file's entry whole, in the file's
-// place; flags for other types follow, in flag order. Two flags for one type,
+// Merge combines the limits from a file with those from --limit flags (one
+// Spec per type, as ParseAll returns them). The flags for a type the file
+// also has replace the file's entry whole, named limits and all, in the
+// file's place; flags for other types follow, in flag order. Two Specs for one type,
 // two file entries for one type, or any Spec that fails [Spec.Validate], is an
 // error matching [ErrInvalid]. The inputs are not modified.
 func Merge(file, flags []Spec) ([]Spec, error) {
@@ -42,8 +47,12 @@ func Merge(file, flags []Spec) ([]Spec, error) {
 }
 
 // clone returns a copy of s that shares no memory with it (its Global is
-// a value, its Key a function that keeps no state).
+// a value, its Key and cost funcs functions that keep no state).
 func (s Spec) clone() Spec {
+	s.Limits = slices.Clone(s.Limits)
+	if s.CostTemplates != nil {
+		s.CostTemplates = maps.Clone(s.CostTemplates)
+	}
 	if s.Weights != nil {
 		ws := make(map[string]int, len(s.Weights))
 		for k, w := range s.Weights {

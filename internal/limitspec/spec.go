@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,7 +29,8 @@ const maxCount = 1 << 30
 // to max(1, ceil(tokens per second)), and so does a leaky bucket's
 // capacity). Its Global, when the spec has global=, is a throttle.Limit.
 // Adapt is on by default for a token bucket (adapt=off turns it off), with
-// AdaptFloor per Limit's period; Fair is on by default when the spec has
+// AdaptFloor per its period; with a key and global=, the limit that adapts
+// is the global one unless adapt=key (workers.Policy.AdaptKey). Fair is on by default when the spec has
 // both a key and global= (fair=off turns it off), with Weights by the key
 // the template derives ("tenant:acme").
 //
@@ -40,14 +42,22 @@ type Spec struct {
 	// "tenant:{payload.tenant}", expanded by the pool for each job. "" means
 	// no key: one bucket named after the type.
 	KeyTemplate string
+	// CostTemplates are the templates of the policy's CostFrom funcs, by
+	// limit name ("" for the unnamed Limit), such as "{body.max_tokens}",
+	// made by workers.CostTemplate; a limit with a template has no Cost.
+	CostTemplates map[string]string
 }
 
 // Parse parses one limit written as
 //
-//	TYPE=RATE/UNIT[,policy=NAME][,burst=N][,slots=N][,capacity=N][,key=TEMPLATE][,max-wait=DURATION][,cost=N][,global=RATE/UNIT[:BURST]][,in-flight=N]
+//	TYPE=RATE/UNIT[,name=NAME][,policy=NAME][,burst=N][,slots=N][,capacity=N][,key=TEMPLATE][,max-wait=DURATION][,cost=N|{TEMPLATE}][,global=RATE/UNIT[:BURST]][,in-flight=N]
 //
 // for example "email:send=100/m,burst=10,key=tenant:{payload.tenant}". Spaces
-// around each part are ignored.
+// around each part are ignored. name= makes the limit one of the type's
+// named limits (see [ParseAll], which reads several for one type). cost= is
+// a whole number, or a template the pool reads each job's cost with
+// (workers.CostTemplate): {payload.FIELD}, {header.NAME}, and for type
+// http:request {body.FIELD}; a job whose cost cannot be read is archived.
 //
 // NAME is the policy (default token-bucket):
 //
@@ -92,91 +102,277 @@ const (
 	optPolicy   = "policy"
 	optSlots    = "slots"
 	optCapacity = "capacity"
+	optName     = "name"
 )
 
+// ParseAll parses specs as Parse does, where several may be for one type:
+// each of a type's specs is then one of its limits, taken together, all or
+// nothing, and names it with name=NAME, as in
+//
+//	http:request=3000/m,name=requests
+//	http:request=90000/m,name=tokens,cost={body.max_tokens}
+//
+// One of a type's specs may leave name= out: that is its unnamed limit,
+// which keeps the bucket a type of one limit has. The type's own options
+// (key, max-wait, global, in-flight, adapt, floor, fair, weights) are
+// written once, on any of its specs; adapt and floor are about its first
+// limit (the unnamed one, else the first named), which is also the bucket
+// an upstream's cooldown applies to and the one global= takes the cost of.
+// The others (policy, burst, slots, capacity, cost) are each limit's own.
+//
+// It returns one Spec per type, in the order of the types' first specs.
+// An error names the spec, or the type, that is wrong, and matches
+// [ErrInvalid].
+func ParseAll(specs []string) ([]Spec, error) {
+	var order []string
+	parts := make(map[string][]part)
+	texts := make(map[string][]string)
+	for _, s := range specs {
+		pt, err := parsePart(s)
+		if err != nil {
+			return nil, fmt.Errorf("limit %s: %w", quote(s), err)
+		}
+		if _, ok := parts[pt.typ]; !ok {
+			order = append(order, pt.typ)
+		}
+		parts[pt.typ] = append(parts[pt.typ], pt)
+		texts[pt.typ] = append(texts[pt.typ], s)
+	}
+	out := make([]Spec, 0, len(order))
+	for _, typ := range order {
+		sp, err := build(parts[typ])
+		switch {
+		case err != nil && len(texts[typ]) == 1:
+			return nil, fmt.Errorf("limit %s: %w", quote(texts[typ][0]), err)
+		case err != nil:
+			return nil, fmt.Errorf("limits of type %s: %w", quote(typ), err)
+		}
+		out = append(out, sp)
+	}
+	return out, nil
+}
+
 func parse(s string) (Spec, error) {
-	head, opts, hasOpts := strings.Cut(s, ",")
-	typ, rate, ok := strings.Cut(head, "=")
-	if !ok {
-		return Spec{}, invalidf("want TYPE=RATE/UNIT, e.g. http:request=50/s")
-	}
-	sp := Spec{Policy: workers.Policy{Name: strings.TrimSpace(typ)}}
-	if sp.Name == "" {
-		return Spec{}, invalidf("type is empty")
-	}
-	r, period, err := parseRate(strings.TrimSpace(rate))
+	pt, err := parsePart(s)
 	if err != nil {
 		return Spec{}, err
 	}
-	var sh shape
-	var ad adaptive
-	var fa fairness
-	if hasOpts {
-		seen := make(map[string]bool, 5)
-		for part := range strings.SplitSeq(opts, ",") {
-			name, value, ok := strings.Cut(part, "=")
-			name, value = strings.TrimSpace(name), strings.TrimSpace(value)
-			switch {
-			case strings.TrimSpace(part) == "":
-				return Spec{}, invalidf("empty option (a stray comma?)")
-			case !ok:
-				return Spec{}, invalidf("option %s is not NAME=VALUE", quote(name))
-			case seen[name]:
-				return Spec{}, invalidf("%s given twice", name)
-			}
-			seen[name] = true
-			switch name {
-			case optBurst:
-				sh.burst, err = parseCount(optBurst, value)
-			case optPolicy:
-				sh.policy = value
-			case optSlots:
-				sh.slots, err = parseCount(optSlots, value)
-			case optCapacity:
-				sh.capacity, err = parseCount(optCapacity, value)
-			case optKey:
-				if value == "" {
-					err = invalidf("key is empty (leave it out for no key)")
-				}
-				sp.KeyTemplate = value
-			case optMaxWait:
-				sp.MaxWait, err = parseMaxWait(value)
-			case optCost:
-				sp.Cost, err = parseCount(optCost, value)
-			case optGlobal:
-				var g throttle.Limit
-				g, err = parseGlobal(value)
-				sp.Global = g
-			case optFlight:
-				sp.InFlight, err = parseCount(optFlight, value)
-			case optAdapt:
-				ad.set = true
-				ad.on, err = parseAdapt(value)
-			case optFloor:
-				ad.floor, ad.floorP, err = parseRate(value)
-			case optFair:
-				fa.set = true
-				fa.on, err = parseOnOff(optFair, value)
-			case optWeights:
-				fa.weights, err = parseWeights(value)
-			default:
-				err = invalidf("unknown option %s (want policy, burst, slots, capacity, key, max-wait, cost, global, in-flight, adapt, floor, fair or weights)", quote(name))
-			}
-			if err != nil {
-				return Spec{}, err
-			}
+	return build([]part{pt})
+}
+
+// part is what one spec says: one limit of its type, and the options of the
+// type it gives.
+type part struct {
+	typ    string
+	name   string // name=; "" for the type's unnamed limit
+	rate   float64
+	period time.Duration
+	sh     shape
+	cost   string // cost= as written: a number or a template; "" if not given
+	opts   typeOpts
+}
+
+// typeOpts are the options of a type, beside its limits: given on any one
+// of its specs, or at the top of its file entry.
+type typeOpts struct {
+	given    []string // the options given, by name
+	key      string
+	maxWait  time.Duration
+	global   throttle.Policy // a throttle.Limit, or nil
+	inFlight int
+	ad       adaptive
+	fa       fairness
+}
+
+// typeOptions are the options of a type, as opposed to those of one limit.
+var typeOptions = []string{optKey, optMaxWait, optGlobal, optFlight, optAdapt, optFloor, optFair, optWeights}
+
+// join adds the options of from to o: an option given twice, even with the
+// same value, is an error (it is written once, on any of the type's specs).
+func (o *typeOpts) join(from typeOpts) error {
+	for _, name := range from.given {
+		if contains(o.given, name) {
+			return invalidf("%s given on two of its limits (write it once)", name)
+		}
+		o.given = append(o.given, name)
+		switch name {
+		case optKey:
+			o.key = from.key
+		case optMaxWait:
+			o.maxWait = from.maxWait
+		case optGlobal:
+			o.global = from.global
+		case optFlight:
+			o.inFlight = from.inFlight
+		case optAdapt:
+			o.ad.set, o.ad.on, o.ad.key = from.ad.set, from.ad.on, from.ad.key
+		case optFloor:
+			o.ad.floor, o.ad.floorP = from.ad.floor, from.ad.floorP
+		case optFair:
+			o.fa.set, o.fa.on = from.fa.set, from.fa.on
+		case optWeights:
+			o.fa.weights = from.fa.weights
 		}
 	}
-	if sp.Limit, err = sh.build(r, period); err != nil {
+	return nil
+}
+
+// parsePart parses one spec, checking each option alone.
+func parsePart(s string) (part, error) {
+	head, opts, hasOpts := strings.Cut(s, ",")
+	typ, rate, ok := strings.Cut(head, "=")
+	if !ok {
+		return part{}, invalidf("want TYPE=RATE/UNIT, e.g. http:request=50/s")
+	}
+	pt := part{typ: strings.TrimSpace(typ)}
+	if pt.typ == "" {
+		return part{}, invalidf("type is empty")
+	}
+	var err error
+	if pt.rate, pt.period, err = parseRate(strings.TrimSpace(rate)); err != nil {
+		return part{}, err
+	}
+	if !hasOpts {
+		return pt, nil
+	}
+	seen := make(map[string]bool, 5)
+	o := &pt.opts
+	for p := range strings.SplitSeq(opts, ",") {
+		name, value, ok := strings.Cut(p, "=")
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		switch {
+		case strings.TrimSpace(p) == "":
+			return part{}, invalidf("empty option (a stray comma?)")
+		case !ok:
+			return part{}, invalidf("option %s is not NAME=VALUE", quote(name))
+		case seen[name]:
+			return part{}, invalidf("%s given twice", name)
+		}
+		seen[name] = true
+		if contains(typeOptions, name) {
+			o.given = append(o.given, name)
+		}
+		switch name {
+		case optBurst:
+			pt.sh.burst, err = parseCount(optBurst, value)
+		case optPolicy:
+			pt.sh.policy = value
+		case optSlots:
+			pt.sh.slots, err = parseCount(optSlots, value)
+		case optCapacity:
+			pt.sh.capacity, err = parseCount(optCapacity, value)
+		case optName:
+			pt.name = value
+			if value == "" {
+				err = invalidf("name is empty (leave it out for the type's unnamed limit)")
+			}
+		case optKey:
+			if value == "" {
+				err = invalidf("key is empty (leave it out for no key)")
+			}
+			o.key = value
+		case optMaxWait:
+			o.maxWait, err = parseMaxWait(value)
+		case optCost:
+			pt.cost = value
+			if value == "" {
+				err = invalidf("cost is empty (leave it out for 1)")
+			}
+		case optGlobal:
+			var g throttle.Limit
+			g, err = parseGlobal(value)
+			o.global = g
+		case optFlight:
+			o.inFlight, err = parseCount(optFlight, value)
+		case optAdapt:
+			o.ad.set = true
+			o.ad.on, o.ad.key, err = parseAdapt(value)
+		case optFloor:
+			o.ad.floor, o.ad.floorP, err = parseRate(value)
+		case optFair:
+			o.fa.set = true
+			o.fa.on, err = parseOnOff(optFair, value)
+		case optWeights:
+			o.fa.weights, err = parseWeights(value)
+		default:
+			err = invalidf("unknown option %s (want name, policy, burst, slots, capacity, key, max-wait, cost, global, in-flight, adapt, floor, fair or weights)", quote(name))
+		}
+		if err != nil {
+			return part{}, err
+		}
+	}
+	return pt, nil
+}
+
+// build makes the Spec of one type from its parts, in order: the unnamed
+// limit (at most one) is the policy's Limit, and the named ones its Limits.
+func build(parts []part) (Spec, error) {
+	var o typeOpts
+	for _, pt := range parts {
+		if err := o.join(pt.opts); err != nil {
+			return Spec{}, err
+		}
+	}
+	sp := Spec{Policy: workers.Policy{Name: parts[0].typ, MaxWait: o.maxWait, Global: o.global, InFlight: o.inFlight}, KeyTemplate: o.key}
+	unnamed := false
+	for _, pt := range parts {
+		lim, err := pt.sh.build(pt.rate, pt.period)
+		if err != nil {
+			return Spec{}, inLimit(pt.name, err)
+		}
+		cost, tmpl, err := parseCost(pt.cost)
+		if err != nil {
+			return Spec{}, inLimit(pt.name, err)
+		}
+		if tmpl != "" {
+			if sp.CostTemplates == nil {
+				sp.CostTemplates = make(map[string]string)
+			}
+			sp.CostTemplates[pt.name] = tmpl
+		}
+		switch {
+		case pt.name == "" && unnamed:
+			return Spec{}, invalidf("two limits without name= (give each of the type's limits a name=)")
+		case pt.name == "":
+			unnamed = true
+			sp.Limit, sp.Cost = lim, cost
+		case slices.ContainsFunc(sp.Limits, func(l workers.NamedLimit) bool { return l.Name == pt.name }):
+			return Spec{}, invalidf("name %s given to two of its limits", quote(pt.name))
+		default:
+			sp.Limits = append(sp.Limits, workers.NamedLimit{Name: pt.name, Limit: lim, Cost: cost})
+		}
+	}
+	if err := o.ad.apply(&sp); err != nil {
 		return Spec{}, err
 	}
-	if err := ad.apply(&sp); err != nil {
-		return Spec{}, err
-	}
-	if err := fa.apply(&sp); err != nil {
+	if err := o.fa.apply(&sp); err != nil {
 		return Spec{}, err
 	}
 	return sp.finish()
+}
+
+// inLimit puts the name of a named limit in front of err.
+func inLimit(name string, err error) error {
+	if name == "" {
+		return err
+	}
+	return invalidf("limit %s: %v", quote(name), err)
+}
+
+// parseCost parses cost='s value: a whole number, or a template in braces
+// (checked by Validate).
+func parseCost(v string) (int, string, error) {
+	switch {
+	case v == "":
+		return 0, "", nil
+	case strings.HasPrefix(v, "{"):
+		return 0, v, nil
+	}
+	n, err := parseCount(optCost, v)
+	if err != nil {
+		return 0, "", invalidf("cost %s is not a whole number from 1 to %d, nor a template such as {payload.tokens}", quote(v), maxCount)
+	}
+	return n, "", nil
 }
 
 // units maps every unit name Parse accepts to its period.
@@ -267,83 +463,172 @@ func DefaultBurst(rate float64, period time.Duration) int {
 
 // Validate reports why s cannot be enforced, or nil: Name, the task type,
 // passes workers.CheckName and holds no '=' or ',' and no spaces at either
-// end; the limits pass their Validate; KeyTemplate, if set, holds no ',' and
-// no spaces at either end and passes workers.KeyTemplate; MaxWait, Cost and
-// InFlight are not negative, MaxWait is at most [MaxMaxWait], and InFlight
-// passes [throttle.Concurrency.Validate] if set; and Cost fits in the
-// bursts, or no job could ever be granted. The error matches [ErrInvalid].
+// end; it has a Limit, Limits, or both, each named limit with a distinct
+// name that passes workers.CheckName and holds no '=', ',' or spaces; the
+// limits pass their Validate; KeyTemplate, if set, holds no ',' and no
+// spaces at either end and passes workers.KeyTemplate; each of
+// CostTemplates is for one of the limits, which has no Cost, and passes
+// workers.CostTemplate ({body.FIELD} only for type http:request); MaxWait,
+// Cost and InFlight are not negative, MaxWait is at most [MaxMaxWait], and
+// InFlight passes [throttle.Concurrency.Validate] if set; and each Cost
+// fits in its limit (the first limit's in Global too), or no job could ever
+// be granted. The error matches [ErrInvalid].
 func (s Spec) Validate() error {
-	_, err := s.validate()
+	_, _, err := s.validate()
 	return err
 }
 
-// validate is Validate, returning the policy's Key made from KeyTemplate.
-func (s Spec) validate() (workers.KeyFunc, error) {
+// validate is Validate, returning the policy's Key made from KeyTemplate and
+// its cost funcs made from CostTemplates.
+func (s Spec) validate() (workers.KeyFunc, map[string]workers.CostFunc, error) {
 	switch {
 	case s.Name == "":
-		return nil, invalidf("type is empty")
+		return nil, nil, invalidf("type is empty")
 	case strings.TrimSpace(s.Name) != s.Name:
-		return nil, invalidf("type %s starts or ends with a space", quote(s.Name))
+		return nil, nil, invalidf("type %s starts or ends with a space", quote(s.Name))
 	case strings.ContainsAny(s.Name, "=,"):
-		return nil, invalidf("type %s must not contain '=' or ','", quote(s.Name))
+		return nil, nil, invalidf("type %s must not contain '=' or ','", quote(s.Name))
+	case s.Limit == nil && len(s.Limits) == 0:
+		return nil, nil, invalidf("no limit")
 	}
 	if err := workers.CheckName(s.Name); err != nil {
-		return nil, invalidf("type %v", err)
+		return nil, nil, invalidf("type %v", err)
 	}
-	if err := validatePolicy("", s.Limit); err != nil {
-		return nil, err
+	all := s.All()
+	costs := make(map[string]workers.CostFunc)
+	names := make(map[string]bool, len(all))
+	for i, l := range all {
+		if err := s.validateLimit(l, i > 0 || s.Limit == nil, names); err != nil {
+			return nil, nil, inLimit(l.Name, err)
+		}
+		if tmpl, ok := s.CostTemplates[l.Name]; ok {
+			f, err := costOf(s.Name, tmpl)
+			if err != nil {
+				return nil, nil, inLimit(l.Name, err)
+			}
+			costs[l.Name] = f
+		}
+	}
+	for name := range s.CostTemplates {
+		if !names[name] {
+			return nil, nil, invalidf("cost template for limit %s, which the type does not have", quote(name))
+		}
 	}
 	global, hasGlobal := globalOf(s)
 	if s.Global != nil && !hasGlobal {
-		return nil, invalidf("global %T is not a token bucket (global= always is)", s.Global)
+		return nil, nil, invalidf("global %T is not a token bucket (global= always is)", s.Global)
 	}
 	if hasGlobal {
 		if err := validatePolicy("global ", global); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	key, err := keyOf(s.KeyTemplate)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := validateFair(s); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if s.MaxWait < 0 {
-		return nil, invalidf("max-wait %v must not be negative", s.MaxWait)
+		return nil, nil, invalidf("max-wait %v must not be negative", s.MaxWait)
 	}
 	if s.MaxWait > MaxMaxWait {
-		return nil, invalidf("max-wait %v is longer than %v (a job would hold a worker slot that long)", s.MaxWait, MaxMaxWait)
+		return nil, nil, invalidf("max-wait %v is longer than %v (a job would hold a worker slot that long)", s.MaxWait, MaxMaxWait)
 	}
 	switch {
-	case s.Cost < 0:
-		return nil, invalidf("cost %d must not be negative", s.Cost)
-	case s.Cost > mostOf(s.Limit):
-		n, what := most(s.Limit)
-		return nil, invalidf("cost %d is larger than %s %d: no job could ever run", s.Cost, what, n)
-	case hasGlobal && s.Cost > global.Burst:
-		return nil, invalidf("cost %d is larger than global burst %d: no job could ever run", s.Cost, global.Burst)
+	case hasGlobal && all[0].Cost > global.Burst:
+		return nil, nil, invalidf("cost %d is larger than global burst %d: no job could ever run", all[0].Cost, global.Burst)
 	case s.InFlight < 0:
-		return nil, invalidf("in-flight %d must not be negative", s.InFlight)
+		return nil, nil, invalidf("in-flight %d must not be negative", s.InFlight)
 	case s.InFlight > 0:
 		var ie *throttle.InvalidError
 		if err := (throttle.Concurrency{Max: s.InFlight}).Validate(); errors.As(err, &ie) {
-			return nil, invalidf("in-flight: %s", ie.Reason)
+			return nil, nil, invalidf("in-flight: %s", ie.Reason)
 		} else if err != nil {
-			return nil, invalidf("in-flight: %v", err)
+			return nil, nil, invalidf("in-flight: %v", err)
 		}
 	}
-	return key, nil
+	return key, costs, nil
 }
 
-// finish validates s and gives its policy the Key its template makes: the
-// last step of Parse and LoadFile.
+// validateLimit checks one of s's limits, named unless it is the unnamed
+// Limit, and adds its name to names.
+func (s Spec) validateLimit(l workers.NamedLimit, named bool, names map[string]bool) error {
+	if named {
+		switch {
+		case l.Name == "":
+			return invalidf("a limit of Limits has no name")
+		case strings.TrimSpace(l.Name) != l.Name || strings.ContainsAny(l.Name, "=, "):
+			return invalidf("name %s must not contain '=', ',' or spaces", quote(l.Name))
+		case names[l.Name]:
+			return invalidf("name given to two of its limits")
+		}
+		if err := workers.CheckName(l.Name); err != nil {
+			return invalidf("name %v", err)
+		}
+	}
+	names[l.Name] = true
+	if err := validatePolicy("", l.Limit); err != nil {
+		return err
+	}
+	_, hasTemplate := s.CostTemplates[l.Name]
+	switch {
+	case l.Cost < 0:
+		return invalidf("cost %d must not be negative", l.Cost)
+	case l.Cost > 0 && hasTemplate:
+		return invalidf("cost %d and cost template %s both given (one or the other)", l.Cost, quote(s.CostTemplates[l.Name]))
+	case l.Cost > mostOf(l.Limit):
+		n, what := most(l.Limit)
+		return invalidf("cost %d is larger than %s %d: no job could ever run", l.Cost, what, n)
+	}
+	return nil
+}
+
+// costOf checks a cost template of type typ and makes its CostFunc. Only
+// what the spec's grammar needs is checked here (no ','; {body.FIELD} for
+// http:request only); workers.CostTemplate checks the rest.
+func costOf(typ, tmpl string) (workers.CostFunc, error) {
+	switch {
+	case strings.ContainsRune(tmpl, ','):
+		return nil, invalidf("cost %s must not contain ','", quote(tmpl))
+	case strings.HasPrefix(tmpl, "{body.") && typ != httpRequest:
+		return nil, invalidf("cost %s: {body.FIELD} is for type %s, whose payload carries a request body", quote(tmpl), httpRequest)
+	}
+	f, err := workers.CostTemplate(tmpl)
+	if err != nil {
+		return nil, invalidf("%s", strings.TrimPrefix(err.Error(), "workers: "))
+	}
+	return f, nil
+}
+
+// httpRequest is the type of sluice's http:request job (internal/httpjob),
+// whose cost may come from its request body.
+const httpRequest = "http:request"
+
+// All lists s's limits in the order the pool takes them: the unnamed Limit
+// (Name ""), if any, then Limits. The first is the type's own bucket.
+func (s Spec) All() []workers.NamedLimit {
+	out := make([]workers.NamedLimit, 0, len(s.Limits)+1)
+	if s.Limit != nil {
+		out = append(out, workers.NamedLimit{Limit: s.Limit, Cost: s.Cost, CostFrom: s.CostFrom})
+	}
+	return append(out, s.Limits...)
+}
+
+// finish validates s and gives its policy the Key and cost funcs its
+// templates make: the last step of Parse and LoadFile.
 func (s Spec) finish() (Spec, error) {
-	key, err := s.validate()
+	key, costs, err := s.validate()
 	if err != nil {
 		return Spec{}, err
 	}
+	s = s.clone()
 	s.Key = key
+	s.CostFrom = costs[""]
+	for i := range s.Limits {
+		s.Limits[i].CostFrom = costs[s.Limits[i].Name]
+	}
 	return s, nil
 }
 
@@ -379,51 +664,87 @@ func keyOf(tmpl string) (workers.KeyFunc, error) {
 }
 
 // String returns s in the grammar Parse reads, with every option spelled out
-// (the burst too), so that Parse(s.String()) gives s back for any Spec that
-// Parse or LoadFile returned.
-func (s Spec) String() string {
-	var b strings.Builder
-	b.WriteString(s.Name)
-	b.WriteByte('=')
-	sh, rate, period := shapeOf(s.Limit)
-	writeRate(&b, rate, period)
-	if sh.policy != TokenBucket {
-		fmt.Fprintf(&b, ",%s=%s", optPolicy, sh.policy)
-	}
-	for _, o := range []struct {
-		name string
-		n    int
-	}{{optBurst, sh.burst}, {optSlots, sh.slots}, {optCapacity, sh.capacity}} {
-		if o.n != 0 {
-			fmt.Fprintf(&b, ",%s=%d", o.name, o.n)
+// (the burst too), so that Parse(s.String()) gives s back for any Spec of
+// one limit that Parse or LoadFile returned. A Spec of several limits is
+// written as its Flags, separated by spaces, for people to read; ParseAll
+// reads its Flags back.
+func (s Spec) String() string { return strings.Join(s.Flags(), " ") }
+
+// Flags returns s as specs, one per limit, in the grammar Parse reads: the
+// first carries the options of the type. ParseAll(s.Flags()) gives s back
+// for any Spec that Parse, ParseAll or LoadFile returned.
+func (s Spec) Flags() []string {
+	all := s.All()
+	out := make([]string, 0, len(all))
+	for i, l := range all {
+		var b strings.Builder
+		b.WriteString(s.Name)
+		b.WriteByte('=')
+		sh, rate, period := shapeOf(l.Limit)
+		writeRate(&b, rate, period)
+		if sh.policy != TokenBucket {
+			fmt.Fprintf(&b, ",%s=%s", optPolicy, sh.policy)
 		}
+		for _, o := range []struct {
+			name string
+			n    int
+		}{{optBurst, sh.burst}, {optSlots, sh.slots}, {optCapacity, sh.capacity}} {
+			if o.n != 0 {
+				fmt.Fprintf(&b, ",%s=%d", o.name, o.n)
+			}
+		}
+		if l.Name != "" {
+			fmt.Fprintf(&b, ",%s=%s", optName, l.Name)
+		}
+		if i == 0 {
+			s.writeType(&b, l)
+		} else {
+			s.writeCost(&b, l)
+		}
+		out = append(out, b.String())
 	}
+	return out
+}
+
+// writeCost writes the cost= of limit l, if not the default.
+func (s Spec) writeCost(b *strings.Builder, l workers.NamedLimit) {
+	if tmpl, ok := s.CostTemplates[l.Name]; ok {
+		fmt.Fprintf(b, ",%s=%s", optCost, tmpl)
+	} else if l.Cost != 0 {
+		fmt.Fprintf(b, ",%s=%d", optCost, l.Cost)
+	}
+}
+
+// writeType writes the options of s's type, and the cost of first, its
+// first limit, among them (in the order a spec of one limit always had).
+func (s Spec) writeType(b *strings.Builder, first workers.NamedLimit) {
 	if s.KeyTemplate != "" {
-		fmt.Fprintf(&b, ",%s=%s", optKey, s.KeyTemplate)
+		fmt.Fprintf(b, ",%s=%s", optKey, s.KeyTemplate)
 	}
 	if s.MaxWait != 0 {
-		fmt.Fprintf(&b, ",%s=%v", optMaxWait, s.MaxWait)
+		fmt.Fprintf(b, ",%s=%v", optMaxWait, s.MaxWait)
 	}
-	if s.Cost != 0 {
-		fmt.Fprintf(&b, ",%s=%d", optCost, s.Cost)
-	}
+	s.writeCost(b, first)
 	if g, ok := globalOf(s); ok {
-		fmt.Fprintf(&b, ",%s=", optGlobal)
-		writeRate(&b, g.Rate, g.Period)
-		fmt.Fprintf(&b, ":%d", g.Burst)
+		fmt.Fprintf(b, ",%s=", optGlobal)
+		writeRate(b, g.Rate, g.Period)
+		fmt.Fprintf(b, ":%d", g.Burst)
 	}
 	if s.InFlight != 0 {
-		fmt.Fprintf(&b, ",%s=%d", optFlight, s.InFlight)
+		fmt.Fprintf(b, ",%s=%d", optFlight, s.InFlight)
 	}
-	if adaptsByDefault(s.Limit) && !s.Adapt {
-		fmt.Fprintf(&b, ",%s=off", optAdapt)
+	switch target := adaptTarget(s); {
+	case s.AdaptKey:
+		fmt.Fprintf(b, ",%s=%s", optAdapt, adaptKey)
+	case adaptsByDefault(target) && !s.Adapt:
+		fmt.Fprintf(b, ",%s=off", optAdapt)
 	}
 	if s.AdaptFloor > 0 {
-		fmt.Fprintf(&b, ",%s=", optFloor)
-		writeRate(&b, s.AdaptFloor, period)
+		_, _, period := shapeOf(adaptTarget(s))
+		fmt.Fprintf(b, ",%s=", optFloor)
+		writeRate(b, s.AdaptFloor, period)
 	}
-	writeFair(&b, s)
-	return b.String()
+	writeFair(b, s)
 }
 
 // writeRate writes RATE/UNIT; a Period that is not a second, minute or hour

@@ -130,8 +130,8 @@ func TestParseInvalid(t *testing.T) {
 		{"a=5/s,burst=1.5", `limit "a=5/s,burst=1.5": burst "1.5" is not a whole number from 1 to 1073741824`},
 		{"a=5/s,burst=99999999999999999999", `limit "a=5/s,burst=99999999999999999999": burst "99999999999999999999" is not a whole number from 1 to 1073741824`},
 		{"a=5/s,burst=1,burst=2", `limit "a=5/s,burst=1,burst=2": burst given twice`},
-		{"a=5/s,rate=2", `limit "a=5/s,rate=2": unknown option "rate" (want policy, burst, slots, capacity, key, max-wait, cost, global, in-flight, adapt, floor, fair or weights)`},
-		{"a=5/s,max_wait=1s", `limit "a=5/s,max_wait=1s": unknown option "max_wait" (want policy, burst, slots, capacity, key, max-wait, cost, global, in-flight, adapt, floor, fair or weights)`},
+		{"a=5/s,rate=2", `limit "a=5/s,rate=2": unknown option "rate" (want name, policy, burst, slots, capacity, key, max-wait, cost, global, in-flight, adapt, floor, fair or weights)`},
+		{"a=5/s,max_wait=1s", `limit "a=5/s,max_wait=1s": unknown option "max_wait" (want name, policy, burst, slots, capacity, key, max-wait, cost, global, in-flight, adapt, floor, fair or weights)`},
 		{"a=5/s,key=", `limit "a=5/s,key=": key is empty (leave it out for no key)`},
 		{"a=5/s,key=t:{payload.tenant", `limit "a=5/s,key=t:{payload.tenant": key template "t:{payload.tenant": unclosed '{' at byte 2`},
 		{"a=5/s,key=t:}", `limit "a=5/s,key=t:}": key template "t:}": unmatched '}' at byte 2`},
@@ -141,7 +141,7 @@ func TestParseInvalid(t *testing.T) {
 		{"a=5/s,max-wait=soon", `limit "a=5/s,max-wait=soon": max-wait "soon" is not a duration such as 2s or 500ms`},
 		{"a=5/s,max-wait=0", `limit "a=5/s,max-wait=0": max-wait 0s must be positive (leave it out for the worker's default)`},
 		{"a=5/s,max-wait=-1s", `limit "a=5/s,max-wait=-1s": max-wait -1s must be positive (leave it out for the worker's default)`},
-		{"a=5/s,cost=0", `limit "a=5/s,cost=0": cost "0" is not a whole number from 1 to 1073741824`},
+		{"a=5/s,cost=0", `limit "a=5/s,cost=0": cost "0" is not a whole number from 1 to 1073741824, nor a template such as {payload.tokens}`},
 		{"a=5/s,burst=2,cost=3", `limit "a=5/s,burst=2,cost=3": cost 3 is larger than burst 2: no job could ever run`},
 		{"a=5/s,cost=3,global=1/s", `limit "a=5/s,cost=3,global=1/s": cost 3 is larger than global burst 1: no job could ever run`},
 		{"a=5/s,global=1/w", `limit "a=5/s,global=1/w": global: unknown unit "w" (want s, m or h)`},
@@ -261,7 +261,8 @@ func TestParseAdapt(t *testing.T) {
 	assert.False(t, sp.Adapt, "only a token bucket adapts")
 	for in, want := range map[string]string{
 		"a=40/s,policy=sliding-log,adapt=on": `limit "a=40/s,policy=sliding-log,adapt=on": adapt does not apply to policy sliding-log (adapt is for policy token-bucket)`,
-		"a=50/s,adapt=maybe":                 `limit "a=50/s,adapt=maybe": adapt "maybe": want on or off`,
+		"a=50/s,adapt=maybe":                 `limit "a=50/s,adapt=maybe": adapt "maybe": want on, off or key`,
+		"a=50/s,adapt=key":                   `limit "a=50/s,adapt=key": adapt=key needs key= and global=`,
 		"a=50/s,adapt=off,floor=5/s":         `limit "a=50/s,adapt=off,floor=5/s": floor needs adapt=on (the least rate an adaptive limit falls to)`,
 		"a=50/s,floor=60/s":                  `limit "a=50/s,floor=60/s": floor is above the rate: the least rate must not exceed the limit`,
 		"a=50/s,floor=fast":                  `limit "a=50/s,floor=fast": `,
@@ -271,6 +272,31 @@ func TestParseAdapt(t *testing.T) {
 		assert.ErrorIs(t, err, ErrInvalid, in)
 		assert.Contains(t, err.Error(), want, in)
 	}
+}
+
+// TestParseAdaptKey: with key= and global=, the global limit is the one that
+// adapts (the upstream's account is shared) unless adapt=key.
+func TestParseAdaptKey(t *testing.T) {
+	sp, err := Parse("t=10/s,key=tenant:{payload.t},global=600/m:20,floor=60/m")
+	require.NoError(t, err)
+	assert.True(t, sp.Adapt)
+	assert.False(t, sp.AdaptKey)
+	assert.InDelta(t, 60, sp.AdaptFloor, 1e-9, "the floor, per the global limit's period")
+	assert.Equal(t, "t=10/s,burst=10,key=tenant:{payload.t},global=600/m:20,floor=60/m", sp.String())
+
+	sp, err = Parse("t=10/s,key=tenant:{payload.t},global=600/m:20,adapt=key,floor=2/s")
+	require.NoError(t, err)
+	assert.True(t, sp.Adapt)
+	assert.True(t, sp.AdaptKey)
+	assert.InDelta(t, 2, sp.AdaptFloor, 1e-9, "the floor, per the key's limit's period")
+	assert.Equal(t, "t=10/s,burst=10,key=tenant:{payload.t},global=600/m:20,adapt=key,floor=2/s", sp.String())
+
+	sp, err = Parse("t=10/s,policy=sliding-log,key=tenant:{payload.t},global=600/m:20")
+	require.NoError(t, err)
+	assert.True(t, sp.Adapt, "the global token bucket adapts, whatever the key's policy")
+
+	_, err = Parse("t=10/s,key=tenant:{payload.t},global=600/m:20,floor=11/s")
+	assert.ErrorContains(t, err, "floor is above the rate")
 }
 
 // TestFair: fair= and weights= in a spec, their defaults and their errors.

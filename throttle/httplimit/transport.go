@@ -1,10 +1,13 @@
 package httplimit
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/backoff"
@@ -14,14 +17,17 @@ import (
 // Transport is an http.RoundTripper for calling a rate-limited API. Before
 // each request it takes a token from the request's bucket under Limit,
 // waiting for it as Limiter.Acquire does, bounded by the request's context;
-// then it sends the request through Base. A 429 Too Many Requests or 503
-// Service Unavailable is handled by the rule the job pool uses too
-// (backoff.Upstream): a Retry-After given, or a 429 without one (for the
+// then it sends the request through Base. Answers are read by the parser and
+// the rule the job pool uses too (backoff.ParseAnswer, backoff.UpstreamRule):
+// a refusal (a 429 Too Many Requests, a 503 Service Unavailable, or a 403
+// Forbidden with a spent quota or a Retry-After, as GitHub answers) that
+// asks for a wait (Retry-After, retry-after-ms, a JSON body's retry_after,
+// a spent quota's reset), or a 429 or limit's 403 without one (for the
 // rule's backoff), puts the bucket in cooldown (Limiter.Cooldown), so that
 // every process that shares the bucket through the Limiter's store, not only
 // this one, sends nothing on it until the cooldown ends, and then resumes at
-// Limit's pace; a 503 without Retry-After is an outage, not a limit, and
-// pauses no one.
+// Limit's pace; a 503 without a wait is an outage, not a limit, and pauses
+// no one.
 //
 // The response is returned to the caller as it came, 429 included: whether to
 // retry is the caller's choice, and a retry through the Transport waits out
@@ -43,8 +49,9 @@ type Transport struct {
 	// Ceiling replaces Limit, and the fleet's effective rate, shared through
 	// the Limiter's store with every Transport and worker pool on the same
 	// bucket, falls after a refusal, climbs back with successes, and follows
-	// the quota the upstream announces in its RateLimit or X-RateLimit-*
-	// fields (a spent quota holds the bucket until its announced reset).
+	// the quota of requests the upstream announces, in any dialect
+	// backoff.ParseAnswer reads (a spent quota holds the bucket until its
+	// announced reset). Quotas of tokens are read and apply to no bucket.
 	Adapt *throttle.Adaptive
 	// Key names a request's bucket, as a bucket name for the Limiter; nil
 	// means the request's host, req.URL.Host ("api.example.com:8443"). Use
@@ -63,8 +70,8 @@ type Transport struct {
 	MaxCooldown time.Duration
 
 	// Retries is how many times the Transport itself resends a request that
-	// was answered 429 or 503, each time after the cooldown (or, after a 503
-	// without Retry-After, the backoff);
+	// was refused (a 429, a 503, a limit's 403), each time after the cooldown
+	// (or, after a 503 without a wait, the backoff);
 	// 0, the default, means never. Only requests whose body can be sent again
 	// are retried (no body, or GetBody set, as http.NewRequest does for
 	// in-memory bodies), and only when the request's context leaves time for
@@ -77,6 +84,21 @@ type Transport struct {
 	// so that a program can log it; RoundTrip cannot return that error
 	// alongside the response. It runs on the request's goroutine.
 	OnCooldown func(key string, d time.Duration, err error)
+	// OnMalformed, if set, is called the first time an answer on bucket key
+	// has rate-limit fields that cannot be read (backoff.Answer.Problems,
+	// joined in err; they are ignored): once per bucket and Limiter for the
+	// life of the process, so that a program warns once per upstream. It
+	// runs on the request's goroutine.
+	OnMalformed func(key string, err error)
+}
+
+// malformed holds the buckets whose unreadable fields OnMalformed was told
+// of, by Limiter.
+var malformed sync.Map // warnedKey → struct{}
+
+type warnedKey struct {
+	lim *throttle.Limiter
+	key string
 }
 
 // policy is what a bucket takes tokens under: Limit, or with Adapt the
@@ -88,16 +110,41 @@ func (t *Transport) policy() throttle.Policy {
 	return *t.Adapt
 }
 
+// answer parses resp, the answer on bucket key, and tells OnMalformed of
+// fields it could not read. The body of a refusal that says it is JSON is
+// read, up to maxAnswerBody, for its retry_after, and put back for the caller.
+func (t *Transport) answer(key string, resp *http.Response) backoff.Answer {
+	var body []byte
+	if resp.StatusCode == http.StatusTooManyRequests && resp.Body != nil &&
+		strings.Contains(resp.Header.Get("Content-Type"), "json") {
+		body, _ = io.ReadAll(io.LimitReader(resp.Body, maxAnswerBody))
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
+	}
+	a := backoff.ParseAnswer(resp.StatusCode, resp.Header, body, time.Now())
+	if len(a.Problems) > 0 && t.OnMalformed != nil {
+		if _, told := malformed.LoadOrStore(warnedKey{t.Limiter, key}, struct{}{}); !told {
+			t.OnMalformed(key, errors.Join(a.Problems...))
+		}
+	}
+	return a
+}
+
+// maxAnswerBody is how much of a refusal's body answer reads.
+const maxAnswerBody = 4 << 10
+
 // observe reports an answer to an adaptive bucket: its refusal or success,
-// and the quota it announces.
-func (t *Transport) observe(ctx context.Context, key string, resp *http.Response, refused bool) {
+// and the quota of requests it announces.
+func (t *Transport) observe(ctx context.Context, key string, ans backoff.Answer, refused bool) {
 	if t.Adapt == nil {
 		return
 	}
 	a := *t.Adapt
 	cctx := context.WithoutCancel(ctx) // the Limiter bounds its adaptive store calls
 	ad := t.Limiter
-	if q, ok := backoff.ParseQuota(resp.Header, time.Now()); ok {
+	if q, ok := ans.Quota(backoff.Requests); ok {
 		if q.Exhausted && q.Reset > 0 && !refused {
 			t.cooldown(ctx, key, min(q.Reset, t.maxCooldown()))
 		}
@@ -113,7 +160,7 @@ func (t *Transport) observe(ctx context.Context, key string, resp *http.Response
 		_, _, _ = ad.Refused(cctx, key, a)
 		return
 	}
-	if resp.StatusCode < 400 {
+	if ans.Status < 400 {
 		_ = ad.Succeeded(cctx, key, a)
 	}
 }
@@ -166,8 +213,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		d, cool, refused := t.refusal(resp, attempt)
-		t.observe(ctx, key, resp, refused)
+		ans := t.answer(key, resp)
+		d, cool, refused := t.refusal(ans, attempt)
+		t.observe(ctx, key, ans, refused)
 		if !refused {
 			return resp, nil
 		}
@@ -260,12 +308,11 @@ func (t *Transport) acquire(ctx context.Context, key string) error {
 	}
 }
 
-// refusal applies backoff.Upstream's rule to resp, the answer to attempt
-// (0 the first): whether it is a refusal, and if so how long to wait and
-// whether the bucket cools down for it. MaxCooldown caps the wait.
-func (t *Transport) refusal(resp *http.Response, attempt int) (d time.Duration, cool, refused bool) {
-	ra, said, err := backoff.RetryAfterFromHeader(resp.Header, time.Now())
-	d, cool, refused = backoff.UpstreamRule{Backoff: t.Backoff}.Refusal(resp.StatusCode, ra, said && err == nil, attempt)
+// refusal applies backoff.UpstreamRule to a, the answer to attempt (0 the
+// first): whether it is a refusal, and if so how long to wait and whether
+// the bucket cools down for it. MaxCooldown caps the wait.
+func (t *Transport) refusal(a backoff.Answer, attempt int) (d time.Duration, cool, refused bool) {
+	d, cool, refused = backoff.UpstreamRule{Backoff: t.Backoff}.Answer(a, attempt)
 	if t.MaxCooldown > 0 {
 		d = min(d, t.MaxCooldown)
 	}

@@ -62,14 +62,15 @@ function draw(st) {
   errors.textContent = (st.errors || []).join("; ");
 
   fill("limits", st.limits.map(l => {
-    const h = history.get(l.type) || [];
+    const name = l.limit ? `${l.type} (${l.limit})` : l.type; // one row per named limit
+    const h = history.get(name) || [];
     h.push(l.grants_per_s);
     while (h.length > keep) h.shift();
-    history.set(l.type, h);
+    history.set(name, h);
     const tokens = l.keyed ? "per key" : (l.tokens === undefined ? "-" : l.tokens);
     const cool = el("td", l.cooldown_s > 0 ? { class: "cooling" } : {}, seconds(l.cooldown_s));
     return el("tr", { "data-type": l.type },
-      el("td", {}, l.type),
+      el("td", {}, name),
       el("td", {}, spark(h, l.effective_why ? l.effective_per_s : l.rate_per_s),
         ` ${l.grants_per_s.toFixed(1)} of ${(l.effective_why ? l.effective_per_s : l.rate_per_s).toFixed(1)}` +
         (l.effective_why && l.effective_why !== "ceiling" ? ` (ceiling ${l.rate_per_s.toFixed(1)}, ${l.effective_why})` : "") +
