@@ -471,3 +471,30 @@ func TestSettleConcurrent(t *testing.T) {
 		})
 	}
 }
+
+// An Adaptive bucket settles at the effective rate its reservation was
+// taken at: 40 a second of a ceiling of 80, so T is 25 ms.
+func TestSettleAdaptive(t *testing.T) {
+	a := Adaptive{Ceiling: Limit{Rate: 80, Burst: 8}, Floor: 5}
+	stores, clock := settleStores(t)
+	for name, st := range stores {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			clock.at(0)
+			lim := NewLimiter(st, WithKeyPrefix(redistest.Prefix(t)))
+			_, err := lim.report(ctx, "k", a, answer{quota: 40})
+			require.NoError(t, err)
+			r, err := lim.Reserve(ctx, "k", a, 4, 0)
+			require.NoError(t, err)
+			require.Equal(t, 40.0, r.AdaptiveRate())
+			burst := int(r.d.taken.burst)
+			require.NoError(t, r.Settle(ctx, "k", 1))
+			_, err = lim.Reserve(ctx, "k", a, burst-1, 0)
+			require.NoError(t, err, "3 of 4 back")
+			_, err = lim.Reserve(ctx, "k", a, 1, 0)
+			var le *LimitedError
+			require.ErrorAs(t, err, &le)
+			assert.Equal(t, 25*time.Millisecond, le.RetryAfter, "one T at the effective rate")
+		})
+	}
+}
