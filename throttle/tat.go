@@ -75,11 +75,11 @@ func (m *tatModule) release(int64, int, pico) {}
 // goes back to what a booking of used would have left (rollbackTo, never
 // before floor); under later bookings by at most A − U, A the least the
 // booking's after can be (its slot's instant plus n·T: a settle before may
-// have moved it back) and U the latest instant a later booking's turn may hold: floor,
-// TAT − c·T, or hs.near. Replaying the bookings with used then moves the
-// TAT back by exactly that much. It records in hs.near the slot a booking
-// may now have nearer the TAT than that (the settled one, and those after
-// it). self is the module that embeds m.
+// have moved it back) and U the latest instant a later booking's turn may
+// hold: floor, TAT − c·T, or hs.near. Replaying the bookings with used then
+// moves the TAT back by exactly that much. It records in hs.near the slot a
+// booking may now have nearer the TAT than that (the settled one, and those
+// after it). self is the module that embeds m.
 func (m *tatModule) settleTo(self module, now int64, n, used int, handle pico, slot, c int64, floor pico, hs *holes) {
 	if used > n {
 		t := m.tat.add(m.t.times(int64(used - n)))

@@ -39,8 +39,7 @@ end
 function M.lb.settle(b, used, handle, hf, slot)
   local floor = cooldown(b)
   if floor < now then floor = now end
-  local p = tonumber(redis.call("ZSCORE", b.hkey, "p")) or 0
-  local s = TAT.settle(b, used, handle, hf, slot, 1, p, floor, 0)
+  local s = TAT.settle(b, used, handle, hf, slot, 1, H.near(b), floor, 0)
   if s > 0 then TAT.near(b, s) end
 end
 

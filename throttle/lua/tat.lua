@@ -257,15 +257,8 @@ function TAT.settle(b, used, handle, hf, slot, c, p, fw, ff)
 end
 
 -- near records that a booking at slot s may lie nearer the TAT than a
--- settle counts on (TAT.settle's p): member p of the holes key, scored by
--- the latest such slot, which H.load drops once it has passed.
-function TAT.near(b, s)
-  local p = tonumber(redis.call("ZSCORE", b.hkey, "p"))
-  if p and p >= s then return end
-  redis.call("ZADD", b.hkey, s, "p")
-  local ttl = redis.call("PTTL", b.hkey)
-  if ttl < ms(s - now) then redis.call("PEXPIRE", b.hkey, ms(s - now)) end
-end
+-- settle counts on (TAT.settle's p; holes.lua keeps it).
+TAT.near = H.setnear
 
 -- instant is when hole h's turn was booked: its handle is the TAT before it,
 -- its at its slot (after).

@@ -53,8 +53,7 @@ function M.tb.settle(b, used, handle, hf, slot)
     local gw, gf = pmul(b.a1, b.a4, b.a2 - 1)
     if c + gw > fw or (c + gw == fw and gf > ff) then fw, ff = c + gw, gf end
   end
-  local p = tonumber(redis.call("ZSCORE", b.hkey, "p")) or 0
-  local s = TAT.settle(b, used, handle, hf, slot, b.a2, p, fw, ff)
+  local s = TAT.settle(b, used, handle, hf, slot, b.a2, H.near(b), fw, ff)
   if s > 0 then TAT.near(b, s) end
 end
 
