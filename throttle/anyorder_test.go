@@ -146,7 +146,7 @@ func TestPeekAndResetEveryPolicy(t *testing.T) {
 			t.Run(fmt.Sprintf("%T/%s", p, name), func(t *testing.T) {
 				ctx := context.Background()
 				lim := NewLimiter(store, WithKeyPrefix(redistest.Prefix(t)), withClock(clock))
-				most, _ := p.Quota()
+				most, _ := p.quota()
 				st, err := lim.Peek(ctx, "k", p)
 				require.NoError(t, err)
 				assert.Equal(t, State{Remaining: most}, st, "a new bucket")

@@ -86,19 +86,19 @@ var sevenPS = Limit{Rate: 7, Burst: 1}
 func TestFastValidation(t *testing.T) {
 	for _, p := range []Policy{Limit{Rate: 2e6, Burst: 1}, Limit{Rate: 1e9, Burst: 1}, Limit{Rate: 1e6, Period: time.Millisecond, Burst: 5},
 		LeakyBucket{Rate: 1e9, Capacity: 1}, Adaptive{Ceiling: Limit{Rate: 2e6, Burst: 10}}, Limit{Rate: 1, Period: 365 * 24 * time.Hour, Burst: 1}} {
-		require.NoError(t, p.Validate(), "%v", p)
+		require.NoError(t, p.validate(), "%v", p)
 	}
 	for _, p := range []Policy{Limit{Rate: 1.01e9, Burst: 1}, LeakyBucket{Rate: 2e9, Capacity: 1}, Limit{Rate: 2e6, Period: time.Millisecond, Burst: 1}} {
-		err := p.Validate()
+		err := p.validate()
 		require.ErrorIs(t, err, ErrInvalid, "%v", p)
 		require.ErrorContains(t, err, "faster than one token per nanosecond")
 	}
-	n, w := gigabit.Quota()
+	n, w := gigabit.quota()
 	require.Equal(t, 125000, n)
 	require.Equal(t, time.Millisecond, w)
-	_, w = Limit{Rate: 3e8, Burst: 1000}.Quota() // T = 3334 ps: 3.334 µs, rounded up
+	_, w = Limit{Rate: 3e8, Burst: 1000}.quota() // T = 3334 ps: 3.334 µs, rounded up
 	require.Equal(t, 4*time.Microsecond, w)
-	_, w = Limit{Rate: 7, Burst: 7}.Quota()
+	_, w = Limit{Rate: 7, Burst: 7}.quota()
 	require.Equal(t, time.Second+time.Microsecond, w, "7 × 142857.142858 µs, rounded up")
 }
 

@@ -67,7 +67,7 @@ func runRandom(t *testing.T, p algo, seed uint64, unit int64, cancels bool, chec
 		NewRedisStore(mini, WithClock(clock)),
 	}
 	names := []string{"memory", "redis", "miniredis"}
-	limit, _ := p.Quota()
+	limit, _ := p.quota()
 	prefix := redistest.Prefix(t)
 	ctx := context.Background()
 	var grants []*windowGrant

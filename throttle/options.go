@@ -67,7 +67,7 @@ func WithoutCoalescing() Option {
 // once, for the calls of this process that follow while the grants are
 // fresh to take without a round trip (n from 1 to 255; 0, the default, is
 // off). A grant stays fresh for a 64th of the time its bucket takes to give
-// back all it grants at once (Policy.Quota), from 1 ms to 20 ms. It suits a
+// back all it grants at once (QuotaOf), from 1 ms to 20 ms. It suits a
 // worker pool whose limits seldom bind: its rate with a limit that never
 // denies is that of a pool without the round trip (docs/benchmarks.md).
 // Its cost is fairness: while booked grants wait in this process no other

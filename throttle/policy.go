@@ -20,21 +20,40 @@ import (
 // types implement Policy. A distributed semaphore, "at most Max in flight", is
 // Concurrency, used through Limiter.Hold.
 type Policy interface {
-	// Validate reports why the policy cannot be used, or nil.
-	Validate() error
-	// Quota is the most the policy grants at once (Burst, Max or Capacity) and
-	// the time it takes for that much to come back after it was all taken: the
-	// figures an HTTP RateLimit-Policy header states.
-	Quota() (max int, window time.Duration)
 	String() string
 
+	validate() error
+	quota() (max int, window time.Duration)
 	isPolicy()
+}
+
+// Validate reports why p cannot be used, or nil: what Acquire, TryAcquire
+// and Reserve would return for it, checked before any call. The error
+// matches ErrInvalid.
+func Validate(p Policy) error {
+	a, err := asAlgo(p)
+	if err != nil {
+		return err
+	}
+	return a.validate()
+}
+
+// QuotaOf is the most p grants at once (a Limit's Burst, a window's Max, a
+// leaky bucket's Capacity) and the time it takes for that much to come back
+// after it was all taken: the figures an HTTP RateLimit-Policy header
+// states. An Adaptive policy's are its ceiling's. A nil p has none.
+func QuotaOf(p Policy) (n int, span time.Duration) {
+	a, err := asAlgo(p)
+	if err != nil {
+		return 0, 0
+	}
+	return a.quota()
 }
 
 func (Limit) isPolicy() {}
 
-// Quota is Burst tokens, and the time an empty bucket takes to refill them.
-func (l Limit) Quota() (int, time.Duration) {
+// quota is Burst tokens, and the time an empty bucket takes to refill them.
+func (l Limit) quota() (int, time.Duration) {
 	return l.Burst, micros(l.pace().times(int64(l.Burst)).ceil())
 }
 

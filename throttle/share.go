@@ -83,7 +83,7 @@ func checkShare(b *Bucket) (share, error) {
 
 // perToken is p's time per token, in µs (at least 1): its quota's period over its count.
 func perToken(p Policy) int64 {
-	count, period := p.Quota()
+	count, period := p.quota()
 	return max(int64(period/time.Microsecond)/int64(count), 1)
 }
 

@@ -166,7 +166,7 @@ func newPolicy(pol Policy, defaultWait time.Duration, concurrency int) (*policy,
 	checkPolicy := func(name string, p throttle.Policy) {
 		if err := validate(p); err != nil {
 			bad("%s: %w", name, err)
-		} else if most, _ := p.Quota(); pol.Cost > most {
+		} else if most, _ := throttle.QuotaOf(p); pol.Cost > most {
 			bad("Cost %d is larger than %s's %s %d: no job could ever run", pol.Cost, name, quotaName(p), most)
 		}
 	}
@@ -230,7 +230,7 @@ func newPolicy(pol Policy, defaultWait time.Duration, concurrency int) (*policy,
 			return nil, fmt.Errorf("policy %q: Adapt needs a token bucket (throttle.Limit) as Limit, not %T", pol.Name, pol.Limit)
 		}
 		a := throttle.Adaptive{Ceiling: l, Floor: pol.AdaptFloor}
-		if err := a.Validate(); err != nil {
+		if err := throttle.Validate(a); err != nil {
 			return nil, fmt.Errorf("policy %q: %w", pol.Name, err)
 		}
 		p.adaptive = &a
@@ -255,9 +255,9 @@ func newPolicy(pol Policy, defaultWait time.Duration, concurrency int) (*policy,
 // the limit at the upstream. A later ticket gives its turn up (its tokens
 // wasted, never granted twice) and its job takes a new one.
 func lateTicket(limit, global throttle.Policy) time.Duration {
-	_, span := limit.Quota()
+	_, span := throttle.QuotaOf(limit)
 	if global != nil {
-		_, g := global.Quota()
+		_, g := throttle.QuotaOf(global)
 		span = min(span, g)
 	}
 	return min(max(span/2, minLateTicket), maxLateTicket)
@@ -268,12 +268,12 @@ const (
 	maxLateTicket = 2 * time.Second
 )
 
-// validate is p.Validate, with a nil policy (or a nil pointer to one) an error.
+// validate is throttle.Validate(p), with a nil policy (or a nil pointer to one) an error.
 func validate(p throttle.Policy) error {
 	if isNil(p) {
 		return errors.New("is nil")
 	}
-	return p.Validate()
+	return throttle.Validate(p)
 }
 
 // isNil reports a nil policy, or a nil pointer to one of throttle's.
@@ -350,7 +350,7 @@ func BucketKey(pol Policy, key string) string {
 // within its share, and another key's jobs, queued behind, would never be
 // fetched. Half the slots leaves the other half fetching.
 func fairHorizon(global throttle.Policy, concurrency int) time.Duration {
-	count, period := global.Quota()
+	count, period := throttle.QuotaOf(global)
 	perToken := period / time.Duration(count)
 	h := perToken * time.Duration(max(concurrency, 1)) / 2
 	return min(max(h, time.Millisecond), throttle.DefaultShareHorizon)

@@ -27,7 +27,7 @@ func parseAdapt(v string) (bool, error) { return parseOnOff(optAdapt, v) }
 // adapt=off: a token bucket that can be an Adaptive's ceiling (any valid one).
 func adaptsByDefault(p throttle.Policy) bool {
 	l, isBucket := p.(throttle.Limit)
-	return isBucket && throttle.Adaptive{Ceiling: l}.Validate() == nil
+	return isBucket && throttle.Validate(throttle.Adaptive{Ceiling: l}) == nil
 }
 
 // apply sets sp.Adapt and sp.AdaptFloor from ad, once sp.Limit is built: on by

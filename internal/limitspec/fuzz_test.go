@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/workers"
 )
 
@@ -45,11 +46,11 @@ func FuzzParse(f *testing.F) {
 		if err := sp.Validate(); err != nil {
 			t.Fatalf("Parse(%q) = %+v, which does not validate: %v", s, sp, err)
 		}
-		if err := sp.Limit.Validate(); err != nil {
+		if err := throttle.Validate(sp.Limit); err != nil {
 			t.Fatalf("Parse(%q): limit %v does not validate: %v", s, sp.Limit, err)
 		}
 		if sp.Global != nil {
-			if err := sp.Global.Validate(); err != nil {
+			if err := throttle.Validate(sp.Global); err != nil {
 				t.Fatalf("Parse(%q): global %v does not validate: %v", s, sp.Global, err)
 			}
 		}

@@ -135,7 +135,7 @@ func shapeOf(p throttle.Policy) (sh shape, rate float64, period time.Duration) {
 
 // most is what a policy grants at once, and what that figure is called.
 func most(p throttle.Policy) (int, string) {
-	n, _ := p.Quota()
+	n, _ := throttle.QuotaOf(p)
 	switch p.(type) {
 	case throttle.Limit:
 		return n, optBurst
@@ -151,7 +151,7 @@ func validatePolicy(what string, p throttle.Policy) error {
 	if p == nil {
 		return invalidf("%sno limit", what)
 	}
-	err := p.Validate()
+	err := throttle.Validate(p)
 	if err == nil {
 		return nil
 	}

@@ -62,7 +62,7 @@ func New(lim *throttle.Limiter, policy throttle.Policy, opts ...Option) *Middlew
 	m.tel = newTelemetry(m.cfg.meter, m.cfg.name)
 	m.err = m.check()
 	if m.err == nil {
-		q, window := policy.Quota()
+		q, window := throttle.QuotaOf(policy)
 		m.quota = q
 		m.fields = newFields(m.cfg.name, q, window)
 	}
@@ -78,13 +78,13 @@ func (m *Middleware) check() error {
 	case m.policy == nil:
 		return invalidf("policy is nil")
 	}
-	if err := m.policy.Validate(); err != nil {
+	if err := throttle.Validate(m.policy); err != nil {
 		return err
 	}
 	if err := checkName(m.cfg.name); err != nil {
 		return err
 	}
-	if q, _ := m.policy.Quota(); m.cfg.cost < 1 || m.cfg.cost > q {
+	if q, _ := throttle.QuotaOf(m.policy); m.cfg.cost < 1 || m.cfg.cost > q {
 		return invalidf("cost %d must be from 1 to the policy's quota, %d", m.cfg.cost, q)
 	}
 	return nil
