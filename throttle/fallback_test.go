@@ -123,7 +123,7 @@ func (s *fbStore) calls() int64 { return s.reserves.Load() + s.refunds.Load() + 
 
 // fbLocal returns a FailLocal Limiter over store for a fleet of hosts, timed by clk.
 func fbLocal(store Store, clk Clock, hosts int, opts ...Option) *Limiter {
-	return NewLimiter(store, append([]Option{WithFailurePolicy(FailLocal), WithHosts(FixedHosts(hosts)), withClock(clk)}, opts...)...)
+	return NewLimiter(store, append([]Option{WithFailurePolicy(FailLocal), WithHosts(fixedHosts(hosts)), withClock(clk)}, opts...)...)
 }
 
 // fbDrain takes single tokens until the bucket refuses, and returns how many it got.
@@ -267,13 +267,13 @@ func TestFallbackRequestLargerThanTheShare(t *testing.T) {
 	assert.True(t, res.Allowed)
 }
 
-// A Hosts count below 1 at run time is unknown: the call fails as FailClosed would.
+// A count of hosts below 1 at run time is unknown: the call fails as FailClosed would.
 func TestFallbackUnknownHostCountFailsClosed(t *testing.T) {
 	clk := newFakeClock()
 	st := newFBStore(clk)
 	st.down.Store(true)
 	var n atomic.Int64
-	lim := NewLimiter(st, WithFailurePolicy(FailLocal), WithHosts(HostsFunc(func() int { return int(n.Load()) })), withClock(clk))
+	lim := NewLimiter(st, WithFailurePolicy(FailLocal), WithHosts(func() int { return int(n.Load()) }), withClock(clk))
 	limit := Limit{Rate: 100, Burst: 20}
 
 	_, err := lim.TryAcquire(context.Background(), "k", limit, 1)
@@ -293,10 +293,7 @@ func TestFallbackWithoutHostsFailsEveryCallBeforeIO(t *testing.T) {
 		reason string
 	}{
 		{"no WithHosts", nil, "FailLocal needs WithHosts"},
-		{"FixedHosts(0)", []Option{WithHosts(FixedHosts(0))}, "FixedHosts(0)"},
-		{"FixedHosts(-3)", []Option{WithHosts(FixedHosts(-3))}, "FixedHosts(-3)"},
-		{"nil HostsFunc", []Option{WithHosts(HostsFunc(nil))}, "HostsFunc is nil"},
-		{"nil Hosts", []Option{WithHosts(nil)}, "FailLocal needs WithHosts"},
+		{"nil hosts", []Option{WithHosts(nil)}, "FailLocal needs WithHosts"},
 	}
 	ctx := context.Background()
 	limit := Limit{Rate: 10, Burst: 5}
@@ -700,7 +697,7 @@ func TestShortDeadlineIsNotAStoreFailure(t *testing.T) {
 	limit := Limit{Rate: 1, Period: time.Hour, Burst: 1}
 	for _, policy := range []Option{
 		WithFailurePolicy(FailOpen),
-		func(c *config) { WithFailurePolicy(FailLocal)(c); WithHosts(FixedHosts(1))(c) },
+		func(c *config) { WithFailurePolicy(FailLocal)(c); WithHosts(fixedHosts(1))(c) },
 	} {
 		lim := NewLimiter(NewRedisStore(rdb), WithKeyPrefix(redistest.Prefix(t)), policy)
 		require.NoError(t, lim.Acquire(context.Background(), "k", limit, 1))
@@ -745,3 +742,6 @@ func TestFallbackPolicies(t *testing.T) {
 		})
 	}
 }
+
+// fixedHosts is a count of n hosts that never changes, for WithHosts.
+func fixedHosts(n int) func() int { return func() int { return n } }

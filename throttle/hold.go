@@ -294,7 +294,7 @@ func (g *failure) forget(ctx context.Context, h *holdCall) {
 // holdLocal holds a slot in FailLocal's local store, at this host's share of
 // the semaphore, standing in for the store failure cause.
 func (g *failure) holdLocal(ctx context.Context, h *holdCall, wait bool, cause error) (*Lease, error) {
-	n := g.fb.hosts.Hosts()
+	n := g.fb.hosts()
 	if n < 1 {
 		g.tel.outcome(ctx, h.key, outError)
 		return nil, fmt.Errorf("%w; local fallback: the number of hosts is unknown (%d)", cause, n)

@@ -485,7 +485,7 @@ func TestHoldFailurePolicy(t *testing.T) {
 	assert.Equal(t, "k", l.Key())
 	assert.NoError(t, l.Release(ctx))
 
-	local := NewLimiter(NewRedisStore(rdb), WithFailurePolicy(FailLocal), WithHosts(FixedHosts(2)))
+	local := NewLimiter(NewRedisStore(rdb), WithFailurePolicy(FailLocal), WithHosts(fixedHosts(2)))
 	var leases []*Lease
 	for i := range 2 {
 		l, err := local.TryHold(ctx, "k", c)

@@ -22,7 +22,7 @@ type config struct {
 	prefetch       int
 
 	// FailLocal (see fallback.go)
-	hosts         Hosts
+	hosts         func() int
 	probeInterval time.Duration
 	onModeChange  func(mode string, err error)
 	clock         Clock // mode timing and the local bucket; nil: the real clock
@@ -103,16 +103,21 @@ func WithFailurePolicy(p FailurePolicy) Option {
 }
 
 // WithHosts tells FailLocal how many processes share the Limiter's limits: the
-// N each limit is divided by while the store is down. It may be a fixed count
-// (FixedHosts) or one learned at run time, say from a heartbeat the workers
-// keep in Redis (see Hosts for what such a count must do). Other policies
-// ignore it.
+// N each limit is divided by while the store is down. Other policies ignore
+// it; under FailLocal a nil hosts is a configuration error (see Limiter.Err).
+//
+// hosts may return a fixed count or one learned at run time, say from a
+// heartbeat the workers keep in Redis (workers.Hosts). It is called for each
+// call the local bucket answers, while the store is down: it must be cheap,
+// safe for concurrent use, and must not need the store, so a count learned
+// from the store must be answered from its last reading. A count below 1
+// means unknown: calls then fail as under FailClosed.
 //
 // Counting too many hosts is safe: the fleet gets less than its limit.
 // Counting too few is not: with k of N hosts missing from the count, a fleet in
 // fallback may take N/(N−k) times its limit. When in doubt, count high.
-func WithHosts(h Hosts) Option {
-	return func(c *config) { c.hosts = h }
+func WithHosts(hosts func() int) Option {
+	return func(c *config) { c.hosts = hosts }
 }
 
 // WithProbeInterval sets how long FailLocal answers calls from the local bucket,
@@ -191,7 +196,7 @@ const (
 	// hosts given by WithHosts. Burst/N is rounded down, but is at least 1, so
 	// that a single token can always be had; a request for more tokens than
 	// this host's share of Burst fails with the store's error (ErrUnavailable),
-	// as do all calls while the Hosts count is below 1 (unknown).
+	// as do all calls while the count of hosts is below 1 (unknown).
 	//
 	// Bound: over any window of length t, N hosts in fallback take at most
 	// N·(Burst/N + Rate/N·t/Period) tokens. With N right that is the limit

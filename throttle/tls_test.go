@@ -169,7 +169,7 @@ func TestRedisWrongPassword(t *testing.T) {
 			for _, policy := range []Option{
 				WithFailurePolicy(FailClosed),
 				WithFailurePolicy(FailOpen),
-				func(c *config) { WithFailurePolicy(FailLocal)(c); WithHosts(FixedHosts(2))(c) },
+				func(c *config) { WithFailurePolicy(FailLocal)(c); WithHosts(fixedHosts(2))(c) },
 			} {
 				lim := newTLSLimiter(t, tlsClient(t, srv, tc.url), policy)
 				start := time.Now()
