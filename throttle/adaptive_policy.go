@@ -43,7 +43,7 @@ func (a Adaptive) share(hosts int) algo {
 	return a
 }
 
-// open is the bucket at its ceiling; a MemoryStore opens it at the
+// open is the bucket at its ceiling; a memory store opens it at the
 // effective rate (at) instead.
 func (a Adaptive) open(st memState, now, cool int64) module { return a.Ceiling.open(st, now, cool) }
 

@@ -125,7 +125,7 @@ func TestPace(t *testing.T) {
 
 // The promise: over a long run of reservations on a busy bucket,
 // the mean interval between the slots booked is Period/Rate within 0.01 %,
-// on the MemoryStore and on a real redis-server alike (the same slots),
+// on the memory store and on a real redis-server alike (the same slots),
 // through the lean script (one bucket) and the general one (the bucket and
 // a second, roomy one).
 func TestExactRates(t *testing.T) {
@@ -177,7 +177,7 @@ func TestExactRates(t *testing.T) {
 	}
 }
 
-// stores are a MemoryStore and a RedisStore on a real redis-server, both on clock.
+// stores are a memory store and a RedisStore on a real redis-server, both on clock.
 func bothStores(t *testing.T, clock Clock) map[string]Store {
 	return map[string]Store{
 		"memory": NewMemoryStore(WithClock(clock)),
@@ -316,7 +316,7 @@ func TestFastLongBooking(t *testing.T) {
 }
 
 // Random takes, tries, cancels and pauses on fast buckets agree on the
-// MemoryStore, a real redis-server and miniredis (runRandom), and the grants
+// memory store, a real redis-server and miniredis (runRandom), and the grants
 // that stand keep the token bucket's and the leaky bucket's promises, holes
 // and all.
 func TestFastLimitRandom(t *testing.T) {

@@ -40,7 +40,7 @@ type fallback struct {
 	clock    Clock // nil: time.Now
 	onChange func(mode string, err error)
 	tel      *telemetry
-	mem      *MemoryStore // the local store, which never fails
+	mem      *memoryStore // the local store, which never fails
 
 	down atomic.Bool // in ModeFallback; read without mu on the fast path
 
@@ -59,7 +59,7 @@ func newFallback(c config, tel *telemetry) (*fallback, error) {
 		opts = append(opts, WithClock(c.clock))
 	}
 	f := &fallback{hosts: c.hosts, interval: c.probeInterval, clock: c.clock, onChange: c.onModeChange, tel: tel}
-	f.mem = NewMemoryStore(opts...)
+	f.mem = newMemoryStore(opts...)
 	tel.inMode(context.Background(), false, 1)
 	return f, nil
 }

@@ -17,10 +17,10 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
-// fbStore is a MemoryStore that can be taken down: while down, every call
+// fbStore is a memory store that can be taken down: while down, every call
 // fails as an unreachable Redis does. It counts the calls that reach it.
 type fbStore struct {
-	mem  *MemoryStore
+	mem  *memoryStore
 	down atomic.Bool
 
 	reserves, refunds, cooldowns atomic.Int64
@@ -34,7 +34,7 @@ type fbStore struct {
 }
 
 func newFBStore(clk Clock) *fbStore {
-	return &fbStore{mem: NewMemoryStore(WithClock(clk)), entered: make(chan struct{}), release: make(chan struct{})}
+	return &fbStore{mem: newMemoryStore(WithClock(clk)), entered: make(chan struct{}), release: make(chan struct{})}
 }
 
 var errConnRefused = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")

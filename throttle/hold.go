@@ -66,7 +66,7 @@ func (c Concurrency) String() string {
 }
 
 // holdStore is what Hold needs of a store, beyond the sealed Store interface:
-// *RedisStore and *MemoryStore implement it (redis_hold.go, memory_hold.go),
+// *RedisStore and *memoryStore implement it (redis_hold.go, memory_hold.go),
 // held to one conformance table. Times are µs of the store's clock.
 type holdStore interface {
 	// hold takes a slot of the semaphore key under prefix for id, until now +
@@ -182,7 +182,7 @@ func (l *Limiter) checkHold(key string, c Concurrency) (*holdCall, error) {
 	}
 	hs, ok := l.store.(holdStore)
 	if !ok {
-		return nil, invalidf("store %T cannot hold slots: use a RedisStore or a MemoryStore", l.store)
+		return nil, invalidf("store %T cannot hold slots: use a RedisStore or NewMemoryStore", l.store)
 	}
 	return &holdCall{owner: l, hs: hs, prefix: l.cfg.prefix, key: key, max: c.Max, lease: c.lease(), id: newLeaseID()}, nil
 }

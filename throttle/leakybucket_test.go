@@ -279,7 +279,7 @@ func TestLeakyBucketRandomAgreesAndHolds(t *testing.T) {
 	}
 }
 
-// Random calls agree on the MemoryStore, a real redis-server and miniredis,
+// Random calls agree on the memory store, a real redis-server and miniredis,
 // whose keys expire by their TTLs (see runRandom), down to turns of 1 µs;
 // leakyBucketRandom's invariants hold.
 func TestLeakyBucketRandomExpiry(t *testing.T) {

@@ -60,7 +60,7 @@ type limitMemo struct {
 
 // tryLimit is reserve with no wait for n from token bucket key (T t, burst
 // burst), if the bucket has no holes (ok false: it has).
-func (m *MemoryStore) tryLimit(prefix, key string, t pico, burst int64, n int) (d decision, ok bool) {
+func (m *memoryStore) tryLimit(prefix, key string, t pico, burst int64, n int) (d decision, ok bool) {
 	s := m.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -57,7 +57,7 @@ func WithKeyPrefix(prefix string) Option {
 // By default, calls to a RedisStore that take the same buckets (same keys,
 // policies and n, no Share) while one of them is out share round trips:
 // the calls queued behind it go together in one script call, each decided
-// as if alone (see docs/benchmarks.md). A MemoryStore never coalesces.
+// as if alone (see docs/benchmarks.md). A memory store never coalesces.
 func WithoutCoalescing() Option {
 	return func(c *config) { c.noCoalescing = true }
 }
@@ -191,7 +191,7 @@ const (
 	// cheaper than not working.
 	FailOpen
 	// FailLocal limits each process by itself while the store is down: every
-	// bucket is served from a bucket in this process (a MemoryStore the Limiter
+	// bucket is served from a bucket in this process (a memory store the Limiter
 	// owns) with Rate/N per Period and Burst/N, where N is the number of live
 	// hosts given by WithHosts. Burst/N is rounded down, but is at least 1, so
 	// that a single token can always be had; a request for more tokens than

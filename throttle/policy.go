@@ -58,7 +58,7 @@ func (l Limit) quota() (int, time.Duration) {
 }
 
 // algo is what every Policy is inside this package: its checks, its
-// parameters as the scripts read them, and its state on a MemoryStore.
+// parameters as the scripts read them, and its state on a memory store.
 //
 // Every algo's Redis side is a Lua module (lua/<kind>.lua) that the bucket
 // scripts dispatch to, so one script call serves buckets of any mix of
@@ -157,14 +157,14 @@ func stateKey(prefix, name string, a algo) string {
 	return redisKey(prefix, name) + ":" + a.kind().String()
 }
 
-// memState is one key's state in a MemoryStore, under an algo.
+// memState is one key's state in a memory store, under an algo.
 type memState interface {
 	// idleAt reports that the state holds nothing that matters at now or
 	// later (the Redis key would have expired), so the key can be forgotten.
 	idleAt(now int64) bool
 }
 
-// module is a policy's state on one key of a MemoryStore, bound to the
+// module is a policy's state on one key of a memory store, bound to the
 // policy of one call: the twin of the policy's Lua module (see algo).
 //
 // A handle is what a refund of a booking needs: a token or leaky bucket's

@@ -78,7 +78,7 @@ func (l SlidingLog) share(hosts int) algo {
 	return l
 }
 
-// slidingLogState is one key's log in a MemoryStore, as the Redis list holds
+// slidingLogState is one key's log in a memory store, as the Redis list holds
 // it: grant times in µs, oldest first, non-decreasing.
 //
 // The log keeps only its newest Max entries. That loses nothing: every entry

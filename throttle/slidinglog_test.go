@@ -236,7 +236,7 @@ func TestSlidingLogLargestMax(t *testing.T) {
 	}
 }
 
-// Random calls agree on the MemoryStore, a real redis-server and miniredis,
+// Random calls agree on the memory store, a real redis-server and miniredis,
 // whose keys expire by their TTLs (see runRandom), down to windows of 1 ms;
 // slidingLogRandom's invariants hold.
 func TestSlidingLogRandomExpiry(t *testing.T) {

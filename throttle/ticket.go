@@ -40,7 +40,7 @@ type Ticket struct {
 //
 // written by lua/void.lua when the bucket is reset (Limiter.Reset): a ticket
 // issued at or before it is void, as the turns it was booked among are gone.
-// It lives as long as a ticket can (maxSpan plus TicketGrace). A MemoryStore
+// It lives as long as a ticket can (maxSpan plus TicketGrace). A memory store
 // keeps the same records in its shards, with their expiry.
 const (
 	// TicketGrace is how long after its slot a ticket can still be redeemed;
@@ -72,7 +72,7 @@ func ticketKey(prefix, key, id string) string { return redisKey(prefix, key) + "
 func voidKey(prefix, key string) string { return redisKey(prefix, key) + ":void" }
 
 // ticketStore is what tickets need of a store, beyond the sealed Store
-// interface: RedisStore and MemoryStore have it. Times are µs.
+// interface: RedisStore and memoryStore have it. Times are µs.
 type ticketStore interface {
 	// issue writes the record of ticket id, for slot (store time), to be
 	// kept until grace after it.
@@ -232,17 +232,17 @@ func parseTicket(rec string) (slot, issued int64, note string, err error) {
 	return slot, issued, note, nil
 }
 
-// memTicket is a ticket's record in a MemoryStore.
+// memTicket is a ticket's record in a memory store.
 type memTicket struct {
 	slot, exp, issued int64 // µs
 	note              string
 }
 
-func (m *MemoryStore) issue(ctx context.Context, prefix, key, id string, slot, grace int64, note string) (int64, error) {
+func (m *memoryStore) issue(ctx context.Context, prefix, key, id string, slot, grace int64, note string) (int64, error) {
 	return m.shard(key).issue(prefix, key, id, slot, grace, note)
 }
 
-func (m *MemoryStore) redeem(ctx context.Context, prefix, key, id string) (int64, int64, string, bool, error) {
+func (m *memoryStore) redeem(ctx context.Context, prefix, key, id string) (int64, int64, string, bool, error) {
 	return m.shard(key).redeem(prefix, key, id)
 }
 
@@ -278,7 +278,7 @@ func (m *memShard) redeem(prefix, key, id string) (int64, int64, string, bool, e
 	return t.slot, now, t.note, true, nil
 }
 
-func (m *MemoryStore) void(ctx context.Context, prefix, key string) error {
+func (m *memoryStore) void(ctx context.Context, prefix, key string) error {
 	return m.shard(key).void(prefix, key)
 }
 
