@@ -178,7 +178,7 @@ func TestFallbackGrantsEachHostItsShare(t *testing.T) {
 	for i := range fleet {
 		st := newFBStore(clk)
 		st.down.Store(true)
-		fleet[i] = fbLocal(st, clk, 4, WithProbeInterval(time.Hour), WithMeterProvider(mp))
+		fleet[i] = fbLocal(st, clk, 4, withProbeInterval(time.Hour), WithMeterProvider(mp))
 	}
 
 	// At the first instant each host has its share of the burst, and then the
@@ -327,7 +327,7 @@ func TestFallbackWithoutHostsFailsEveryCallBeforeIO(t *testing.T) {
 func TestFallbackProbesOncePerInterval(t *testing.T) {
 	clk := newFakeClock()
 	st := newFBStore(clk)
-	lim := fbLocal(st, clk, 2, WithProbeInterval(time.Second))
+	lim := fbLocal(st, clk, 2, withProbeInterval(time.Second))
 	limit := Limit{Rate: 1000, Burst: 1000} // never the reason for a refusal here
 
 	steps := []struct {
@@ -367,7 +367,7 @@ func TestFallbackOneProbeAtATime(t *testing.T) {
 	clk := newFakeClock()
 	st := newFBStore(clk)
 	st.down.Store(true)
-	lim := fbLocal(st, clk, 2, WithProbeInterval(time.Second))
+	lim := fbLocal(st, clk, 2, withProbeInterval(time.Second))
 	limit := Limit{Rate: 1000, Burst: 1000}
 	ctx := context.Background()
 
@@ -608,7 +608,7 @@ func TestFallbackRedisKilledAndRestarted(t *testing.T) {
 	clk := newFakeClock() // mode timing and the local bucket; Redis keeps its own TIME
 	var mu sync.Mutex
 	var modes []string
-	lim := fbLocal(counted, clk, 4, WithKeyPrefix(prefix), WithProbeInterval(time.Second),
+	lim := fbLocal(counted, clk, 4, WithKeyPrefix(prefix), withProbeInterval(time.Second),
 		WithModeChange(func(mode string, _ error) {
 			mu.Lock()
 			modes = append(modes, mode)
@@ -672,7 +672,7 @@ func TestFallbackRedisKilledAndRestarted(t *testing.T) {
 func TestFallbackCooldownLeftIsLocal(t *testing.T) {
 	clk := newFakeClock()
 	st := newFBStore(clk)
-	lim := fbLocal(st, clk, 2, WithProbeInterval(time.Hour))
+	lim := fbLocal(st, clk, 2, withProbeInterval(time.Hour))
 	limit := Limit{Rate: 10, Burst: 2}
 	ctx := context.Background()
 	st.down.Store(true)

@@ -19,17 +19,17 @@ import (
 // Concurrency is not a Policy: it bounds what is in flight, not a rate, and
 // is used through Limiter.Hold and Limiter.TryHold, not Acquire.
 //
-// The zero Lease means DefaultLease. Max must be from 1 to 1<<20, and Lease
+// The zero Lease means 30 s. Max must be from 1 to 1<<20, and Lease
 // from 100 ms to 24 h: a shorter lease costs a store call every Lease/3 per
 // holder, a longer one keeps a dead holder's slot longer.
 type Concurrency struct {
 	Max   int           // the most holders at once
-	Lease time.Duration // how long a slot outlives its holder's last renewal; 0 means DefaultLease
+	Lease time.Duration // how long a slot outlives its holder's last renewal; 0 means 30 s
 }
 
 const (
-	// DefaultLease is the lease of a Concurrency whose Lease is 0.
-	DefaultLease = 30 * time.Second
+	// defaultLease is the lease of a Concurrency whose Lease is 0.
+	defaultLease = 30 * time.Second
 	// minLease and maxLease bound Concurrency.Lease.
 	minLease = 100 * time.Millisecond
 	maxLease = 24 * time.Hour
@@ -39,7 +39,7 @@ const (
 
 func (c Concurrency) lease() time.Duration {
 	if c.Lease == 0 {
-		return DefaultLease
+		return defaultLease
 	}
 	return c.Lease
 }
@@ -52,7 +52,7 @@ func (c Concurrency) Validate() error {
 	case c.Max > maxHolders:
 		return invalidf("max %d is larger than %d", c.Max, maxHolders)
 	case c.Lease < 0:
-		return invalidf("lease %v must not be negative (0 means %v)", c.Lease, DefaultLease)
+		return invalidf("lease %v must not be negative (0 means %v)", c.Lease, defaultLease)
 	case c.Lease != 0 && c.Lease < minLease:
 		return invalidf("lease %v is shorter than %v: it would be renewed every %v", c.Lease, minLease, c.Lease/3)
 	case c.Lease > maxLease:

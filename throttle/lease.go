@@ -55,7 +55,7 @@ func (l *Lease) Lost() <-chan struct{} { return l.lost }
 // (the store is down) may be repeated, and if none succeeds the slot comes
 // back when its lease runs out. If ctx has already ended, the store call gets
 // a context of its own, bounded by the Limiter's refund timeout
-// (WithRefundTimeout), so that a deferred Release still gives the slot back.
+// (100 ms), so that a deferred Release still gives the slot back.
 func (l *Lease) Release(ctx context.Context) error {
 	if l.h == nil {
 		return nil

@@ -120,12 +120,10 @@ func WithHosts(hosts func() int) Option {
 	return func(c *config) { c.hosts = hosts }
 }
 
-// WithProbeInterval sets how long FailLocal answers calls from the local bucket,
+// withProbeInterval sets how long FailLocal answers calls from the local bucket,
 // without touching the store, after the store fails; then the next call asks
-// the store again (default 1s). A shorter interval returns to the shared limit
-// sooner; a longer one makes fewer callers wait on a store that is down. A
-// non-positive d keeps the default.
-func WithProbeInterval(d time.Duration) Option {
+// the store again (default 1s): for tests. A non-positive d keeps the default.
+func withProbeInterval(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
 			c.probeInterval = d
@@ -153,15 +151,16 @@ func withClock(clk Clock) Option {
 	return func(c *config) { c.clock = clk }
 }
 
-// defaultRefundTimeout is WithRefundTimeout's default.
+// defaultRefundTimeout is withRefundTimeout's default.
 const defaultRefundTimeout = 100 * time.Millisecond
 
-// WithRefundTimeout bounds the store call that gives back a cancelled
-// reservation's tokens (default 100 ms). When Wait's context ends, that call
-// runs after it, so Wait and Acquire return at most this long after their
-// context ends: the price of giving the tokens back. A refund that does not
-// finish in time is lost, which only wastes tokens, never grants extra ones.
-func WithRefundTimeout(d time.Duration) Option {
+// withRefundTimeout bounds the store call that gives back a cancelled
+// reservation's tokens (default 100 ms): for tests. When Wait's context ends,
+// that call runs after it, so Wait and Acquire return at most this long after
+// their context ends: the price of giving the tokens back. A refund that does
+// not finish in time is lost, which only wastes tokens, never grants extra
+// ones.
+func withRefundTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
 			c.refundTimeout = d
@@ -215,7 +214,7 @@ const (
 	// exactly when the store cannot stop it.
 	//
 	// After a store failure the Limiter is in fallback mode (Mode, WithModeChange,
-	// the sluice.throttle.mode metric): for the probe interval (WithProbeInterval)
+	// the sluice.throttle.mode metric): for a second (the probe interval)
 	// calls go straight to the local bucket without touching the store, so no
 	// caller waits out a timeout against a dead server; after it, the next call
 	// asks the store, and if the store answers the Limiter is back in shared mode.

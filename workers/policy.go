@@ -70,7 +70,7 @@ type Policy struct {
 	InFlight int
 	// InFlightLease is how long a slot stays taken after the worker holding
 	// it dies: the lease is renewed every third of it while the handler
-	// runs. 0 means throttle.DefaultLease (30s); else from 100ms to 24h.
+	// runs. 0 means 30s (throttle.Concurrency's default); else from 100ms to 24h.
 	InFlightLease time.Duration
 	// Adapt makes the job's own bucket adaptive (throttle.Adaptive): Limit,
 	// which must then be a throttle.Limit, is the ceiling; an upstream's
@@ -90,7 +90,7 @@ type Policy struct {
 	Weights map[string]int
 	// FairHorizon is how far ahead of now one key may book Global under
 	// Fair; 0 means the time Global takes to grant half of Config.Concurrency
-	// tokens, at most throttle.DefaultShareHorizon (see fairHorizon).
+	// tokens, at most 500ms (see fairHorizon).
 	FairHorizon time.Duration
 }
 
@@ -343,7 +343,7 @@ func BucketKey(pol Policy, key string) string {
 
 // fairHorizon is the default FairHorizon for a process of concurrency slots
 // under global: the time global takes to grant half as many tokens as the
-// slots, at most throttle.DefaultShareHorizon and at least a millisecond.
+// slots, at most maxFairHorizon and at least a millisecond.
 // A key's jobs whose turns are booked wait for them in the slots, and asynq
 // hands jobs out in the order they were queued: if one key could book
 // further ahead than the slots hold, its backlog would fill every slot
@@ -353,8 +353,12 @@ func fairHorizon(global throttle.Policy, concurrency int) time.Duration {
 	count, period := throttle.QuotaOf(global)
 	perToken := period / time.Duration(count)
 	h := perToken * time.Duration(max(concurrency, 1)) / 2
-	return min(max(h, time.Millisecond), throttle.DefaultShareHorizon)
+	return min(max(h, time.Millisecond), maxFairHorizon)
 }
+
+// maxFairHorizon caps the default FairHorizon: throttle's default Share
+// horizon.
+const maxFairHorizon = 500 * time.Millisecond
 
 // GlobalKey is the bucket pol's Global is kept in, "{name}:*global*", for a
 // program that reads it (Limiter.Peek, Limiter.Shares); "" without Global.
