@@ -104,8 +104,8 @@ func judge(ctx context.Context, start time.Time, err error) verdict {
 	if dl, ok := ctx.Deadline(); ok && ctx.Err() != nil && dl.Sub(start) < shortDeadline {
 		return unknown
 	}
-	var inv *InvalidError
-	var se *StoreError
+	var inv *invalidError
+	var se *storeError
 	switch {
 	case errors.As(err, &inv):
 		return answered

@@ -42,7 +42,7 @@ var errConnRefused = errors.New("dial tcp 127.0.0.1:6379: connect: connection re
 func (s *fbStore) reserveBatch(ctx context.Context, reqs []request) ([]decision, error) {
 	s.reserves.Add(1)
 	if s.down.Load() {
-		return nil, &StoreError{Op: "reserve", Err: errConnRefused}
+		return nil, &storeError{op: "reserve", err: errConnRefused}
 	}
 	return s.mem.reserveBatch(ctx, reqs)
 }
@@ -55,10 +55,10 @@ func (s *fbStore) reserve(ctx context.Context, req request) (decision, error) {
 	}
 	if s.cancelDuringNext.CompareAndSwap(true, false) {
 		s.cancelCaller()
-		return decision{}, &StoreError{Op: "reserve", Err: ctx.Err()}
+		return decision{}, &storeError{op: "reserve", err: ctx.Err()}
 	}
 	if s.down.Load() {
-		return decision{}, &StoreError{Op: "reserve", Err: errConnRefused}
+		return decision{}, &storeError{op: "reserve", err: errConnRefused}
 	}
 	return s.mem.reserve(ctx, req)
 }
@@ -66,7 +66,7 @@ func (s *fbStore) reserve(ctx context.Context, req request) (decision, error) {
 func (s *fbStore) refund(ctx context.Context, req request, d decision, id string) (bool, error) {
 	s.refunds.Add(1)
 	if s.down.Load() {
-		return false, &StoreError{Op: "refund", Err: errConnRefused}
+		return false, &storeError{op: "refund", err: errConnRefused}
 	}
 	return s.mem.refund(ctx, req, d, id)
 }
@@ -74,7 +74,7 @@ func (s *fbStore) refund(ctx context.Context, req request, d decision, id string
 func (s *fbStore) cooldown(ctx context.Context, prefix string, b Bucket, d time.Duration) (time.Duration, error) {
 	s.cooldowns.Add(1)
 	if s.down.Load() {
-		return 0, &StoreError{Op: "cooldown", Err: errConnRefused}
+		return 0, &storeError{op: "cooldown", err: errConnRefused}
 	}
 	return s.mem.cooldown(ctx, prefix, b, d)
 }
@@ -82,7 +82,7 @@ func (s *fbStore) cooldown(ctx context.Context, prefix string, b Bucket, d time.
 func (s *fbStore) cooldownLeft(ctx context.Context, prefix, key string) (time.Duration, error) {
 	s.cooldowns.Add(1)
 	if s.down.Load() {
-		return 0, &StoreError{Op: "cooldown", Err: errConnRefused}
+		return 0, &storeError{op: "cooldown", err: errConnRefused}
 	}
 	return s.mem.cooldownLeft(ctx, prefix, key)
 }
@@ -90,21 +90,21 @@ func (s *fbStore) cooldownLeft(ctx context.Context, prefix, key string) (time.Du
 func (s *fbStore) peek(ctx context.Context, prefix string, b Bucket) (State, error) {
 	s.cooldowns.Add(1)
 	if s.down.Load() {
-		return State{}, &StoreError{Op: "peek", Err: errConnRefused}
+		return State{}, &storeError{op: "peek", err: errConnRefused}
 	}
 	return s.mem.peek(ctx, prefix, b)
 }
 
 func (s *fbStore) adapt(ctx context.Context, prefix, key string, o adaptOp) (AdaptState, error) {
 	if s.down.Load() {
-		return AdaptState{}, &StoreError{Op: "adapt", Err: errConnRefused}
+		return AdaptState{}, &storeError{op: "adapt", err: errConnRefused}
 	}
 	return s.mem.adapt(ctx, prefix, key, o)
 }
 
 func (s *fbStore) shares(ctx context.Context, prefix, key string, most int) (shareView, error) {
 	if s.down.Load() {
-		return shareView{}, &StoreError{Op: "shares", Err: errConnRefused}
+		return shareView{}, &storeError{op: "shares", err: errConnRefused}
 	}
 	return s.mem.shares(ctx, prefix, key, most)
 }
@@ -112,7 +112,7 @@ func (s *fbStore) shares(ctx context.Context, prefix, key string, most int) (sha
 func (s *fbStore) reset(ctx context.Context, prefix string, b Bucket) error {
 	s.cooldowns.Add(1)
 	if s.down.Load() {
-		return &StoreError{Op: "reset", Err: errConnRefused}
+		return &storeError{op: "reset", err: errConnRefused}
 	}
 	return s.mem.reset(ctx, prefix, b)
 }
@@ -258,7 +258,8 @@ func TestFallbackRequestLargerThanTheShare(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorIs(t, err, ErrUnavailable)
 	assert.NotErrorIs(t, err, ErrInvalid)
-	var se *StoreError
+	assert.NotErrorIs(t, err, ErrRefused, "an outage, not a refusal")
+	var se *storeError
 	assert.ErrorAs(t, err, &se)
 	assert.ErrorIs(t, err, errConnRefused)
 

@@ -475,9 +475,9 @@ func TestHoldFailurePolicy(t *testing.T) {
 	closed := NewLimiter(NewRedisStore(rdb))
 	_, err := closed.Hold(ctx, "k", c)
 	assert.ErrorIs(t, err, ErrUnavailable, "FailClosed")
-	var se *StoreError
+	var se *storeError
 	require.ErrorAs(t, err, &se)
-	assert.Equal(t, "hold", se.Op)
+	assert.Equal(t, "hold", se.op)
 
 	open := NewLimiter(NewRedisStore(rdb), WithFailurePolicy(FailOpen))
 	l, err := open.Hold(ctx, "k", c)

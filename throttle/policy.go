@@ -73,7 +73,7 @@ func (l Limit) quota() (int, time.Duration) {
 type algo interface {
 	Policy
 	// check validates the policy and a request for n of it; an n that could
-	// never be granted is an InvalidError matching ErrTooLarge.
+	// never be granted is an invalidError matching ErrTooLarge.
 	check(n int) error
 	// kind names the algorithm's Lua module and its state key's suffix.
 	kind() kind
@@ -225,7 +225,7 @@ func checkN(n, limit int, what string) error {
 		return invalidf("n %d must be at least 1", n)
 	}
 	if n > limit {
-		return &InvalidError{Reason: fmt.Sprintf("n %d is larger than %s %d: it could never be granted", n, what, limit), tooLarge: true}
+		return &invalidError{reason: fmt.Sprintf("n %d is larger than %s %d: it could never be granted", n, what, limit), tooLarge: true}
 	}
 	return nil
 }

@@ -63,7 +63,7 @@ type share struct {
 func checkShare(b *Bucket) (share, error) {
 	sh := *b.Share
 	if err := checkName(sh.Tenant); err != nil {
-		return share{}, invalidf("share of %q: tenant: %s", b.Key, err.(*InvalidError).Reason)
+		return share{}, invalidf("share of %q: tenant: %s", b.Key, err.(*invalidError).reason)
 	}
 	if sh.Weight == 0 {
 		sh.Weight = 1

@@ -149,11 +149,7 @@ func (m *Middleware) take(r *http.Request) (throttle.Result, error) {
 // outage reports whether err is the store being down, which WithFailOpen
 // serves through; a store that refused this client is not.
 func outage(err error) bool {
-	var se *throttle.StoreError
-	if errors.As(err, &se) {
-		return !se.Refused()
-	}
-	return errors.Is(err, throttle.ErrUnavailable)
+	return errors.Is(err, throttle.ErrUnavailable) && !errors.Is(err, throttle.ErrRefused)
 }
 
 // ErrorHandler answers a request the Middleware could not decide on; see
