@@ -242,7 +242,7 @@ func testHold(t *testing.T, newLimiter func(t *testing.T) (*Limiter, holdStore))
 		require.NoError(t, err)
 		b, err := lim.Hold(ctx, "k", c)
 		require.NoError(t, err)
-		assert.Equal(t, "k", a.Key())
+		assert.Equal(t, "k", a.key)
 		_, err = lim.TryHold(ctx, "k", c)
 		var le *LimitedError
 		require.ErrorAs(t, err, &le)
@@ -482,7 +482,7 @@ func TestHoldFailurePolicy(t *testing.T) {
 	open := NewLimiter(NewRedisStore(rdb), WithFailurePolicy(FailOpen))
 	l, err := open.Hold(ctx, "k", c)
 	require.NoError(t, err, "FailOpen")
-	assert.Equal(t, "k", l.Key())
+	assert.Equal(t, "k", l.key)
 	assert.NoError(t, l.Release(ctx))
 
 	local := NewLimiter(NewRedisStore(rdb), WithFailurePolicy(FailLocal), WithHosts(fixedHosts(2)))

@@ -42,9 +42,6 @@ func newLease(h *holdCall) *Lease {
 	return l
 }
 
-// Key is the semaphore's key, as given to Hold.
-func (l *Lease) Key() string { return l.key }
-
 // Lost is closed if the lease is lost while held: a renewal found it gone, or
 // the store could not confirm it before it ran out. It is never closed by
 // Release, and never for a lease that FailOpen granted.

@@ -75,9 +75,6 @@ func (s *RedisStore) Close() error {
 
 func (s *RedisStore) configErr() error { return s.err }
 
-// Client is the client the store calls (see NewRedisStore).
-func (s *RedisStore) Client() redis.UniversalClient { return s.rdb }
-
 func (s *RedisStore) now() string {
 	if s.clock == nil {
 		return ""
