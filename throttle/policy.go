@@ -19,6 +19,8 @@ import (
 // from the key's state, never polled. The set is closed: only this package's
 // types implement Policy. A distributed semaphore, "at most Max in flight", is
 // Concurrency, used through Limiter.Hold.
+//
+// Validate checks a policy before any call; QuotaOf states its figures.
 type Policy interface {
 	String() string
 
