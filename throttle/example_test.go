@@ -10,7 +10,7 @@ import (
 )
 
 func ExampleLimiter_Acquire() {
-	// A MemoryStore for the example; a fleet shares throttle.NewRedisStore(rdb).
+	// A memory store for the example; a fleet shares throttle.NewRedisStore(rdb).
 	lim := throttle.NewLimiter(throttle.NewMemoryStore())
 	limit := throttle.Limit{Rate: 100, Period: time.Second, Burst: 2}
 	ctx := context.Background()
@@ -198,7 +198,7 @@ func ExampleLeakyBucket() {
 }
 
 func ExampleSlidingLog() {
-	// A MemoryStore for the example; a fleet shares throttle.NewRedisStore(rdb).
+	// A memory store for the example; a fleet shares throttle.NewRedisStore(rdb).
 	lim := throttle.NewLimiter(throttle.NewMemoryStore())
 	// At most 2 reports in any minute, not 2 per calendar minute.
 	pol := throttle.SlidingLog{Max: 2, Window: time.Minute}

@@ -66,7 +66,10 @@ func (r *Reservation) Slot() time.Time {
 
 // Wait sleeps until the reservation's slot and returns nil. If ctx ends first,
 // Wait cancels the reservation (its tokens go back) and returns ctx's error,
-// at most the Limiter's refund timeout (WithRefundTimeout) after ctx ended.
+// at most the Limiter's refund timeout (100 ms) after ctx ended: the store
+// call that gives the tokens back runs after ctx ended. A refund that does
+// not finish in time is lost, which only wastes tokens, never grants extra
+// ones.
 func (r *Reservation) Wait(ctx context.Context) error {
 	return r.wait(ctx, nil)
 }

@@ -26,7 +26,7 @@ func shareReq(prefix, t string, w int, maxWait int64) request {
 }
 
 // TestShareLockstep drives random calls of three tenants (weights 1, 1 and
-// 3) through one shared bucket on a MemoryStore, a real redis-server and
+// 3) through one shared bucket on a memory store, a real redis-server and
 // miniredis, and requires the same answer from each at every step:
 // share.lua and share_memory.go are one law.
 func TestShareLockstep(t *testing.T) {
@@ -83,7 +83,7 @@ func TestShareLockstep(t *testing.T) {
 }
 
 // fairSim runs tenants that always have work through a shared 50/s bucket
-// on a MemoryStore with a fake clock: each asks at its come-back place when
+// on a memory store with a fake clock: each asks at its come-back place when
 // over its share, else as soon as its last turn is due, and takes every
 // turn offered within a second. It returns each tenant's turns in [from, to).
 func fairSim(t *testing.T, weights map[string]int, from, to time.Duration) map[string]int {
@@ -197,7 +197,7 @@ func TestShareAlone(t *testing.T) {
 }
 
 // TestShareForgets: a tenant's state goes once its tag has passed, in the
-// MemoryStore and in Redis (the keys expire), and the others' shares grow.
+// memory store and in Redis (the keys expire), and the others' shares grow.
 func TestShareForgets(t *testing.T) {
 	rdb := redistest.Shared(t).Client(t)
 	prefix := redistest.Prefix(t)
@@ -250,7 +250,7 @@ func TestShareInvalid(t *testing.T) {
 
 // TestShares: Limiter.Shares lists the tenants with turns ahead, furthest
 // first, with their shares and their callers sent away, the same on a
-// MemoryStore and on Redis.
+// memory store and on Redis.
 func TestShares(t *testing.T) {
 	clock := newFakeClock()
 	prefix := redistest.Prefix(t)
