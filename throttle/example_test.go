@@ -241,10 +241,10 @@ func ExampleSlidingWindow() {
 func ExampleShare() {
 	lim := throttle.NewLimiter(throttle.NewMemoryStore())
 	ctx := context.Background()
-	global := throttle.PerSecond(10, 1)
+	global := throttle.Limit{Rate: 10, Burst: 1}
 	take := func(tenant string) error {
 		_, err := lim.ReserveAll(ctx, []throttle.Bucket{
-			{Key: "{acct}:tenant:" + tenant, Limit: throttle.PerSecond(100, 100)},
+			{Key: "{acct}:tenant:" + tenant, Limit: throttle.Limit{Rate: 100, Burst: 100}},
 			{Key: "{acct}:global", Limit: global, Share: &throttle.Share{Tenant: tenant, Horizon: 250 * time.Millisecond}},
 		}, time.Minute)
 		return err

@@ -20,11 +20,6 @@ type Limit struct {
 	Burst  int           // capacity in tokens
 }
 
-// PerSecond returns a Limit of rate tokens per second with the given burst.
-func PerSecond(rate float64, burst int) Limit {
-	return Limit{Rate: rate, Period: time.Second, Burst: burst}
-}
-
 const (
 	// minInterval is the shortest T, in µs: 10⁹ tokens a second.
 	minInterval = 1e-3

@@ -21,7 +21,7 @@ var shareGlobal = Limit{Rate: 50, Period: time.Second, Burst: 5}
 // shareReq is a call of tenant t (weight w) on its own bucket and the shared one.
 func shareReq(prefix, t string, w int, maxWait int64) request {
 	return request{prefix: prefix, maxWait: maxWait,
-		one:  Bucket{Key: "{acct}:tenant:" + t, Limit: PerSecond(1000, 100), N: 1},
+		one:  Bucket{Key: "{acct}:tenant:" + t, Limit: Limit{Rate: 1000, Burst: 100}, N: 1},
 		more: []Bucket{{Key: "{acct}:global", Limit: shareGlobal, N: 1, Share: &Share{Tenant: t, Weight: w}}}}
 }
 
@@ -109,7 +109,7 @@ func fairSim(t *testing.T, weights map[string]int, from, to time.Duration) map[s
 		}
 		clock.at(at)
 		r, err := lim.ReserveAll(context.Background(), []Bucket{
-			{Key: "{acct}:tenant:" + who, Limit: PerSecond(1000, 100)},
+			{Key: "{acct}:tenant:" + who, Limit: Limit{Rate: 1000, Burst: 100}},
 			{Key: "{acct}:global", Limit: shareGlobal, Share: &Share{Tenant: who, Weight: weights[who]}},
 		}, time.Second)
 		var lerr *LimitedError
@@ -153,7 +153,7 @@ func TestShareAlone(t *testing.T) {
 	ctx := context.Background()
 	take := func(who string) (*Reservation, error) {
 		return lim.ReserveAll(ctx, []Bucket{
-			{Key: "{acct}:tenant:" + who, Limit: PerSecond(1000, 100)},
+			{Key: "{acct}:tenant:" + who, Limit: Limit{Rate: 1000, Burst: 100}},
 			{Key: "{acct}:global", Limit: shareGlobal, Share: &Share{Tenant: who}},
 		}, time.Minute)
 	}
@@ -204,8 +204,8 @@ func TestShareForgets(t *testing.T) {
 	lim := NewLimiter(NewRedisStore(rdb), WithKeyPrefix(prefix))
 	ctx := context.Background()
 	_, err := lim.ReserveAll(ctx, []Bucket{
-		{Key: "{acct}:tenant:a", Limit: PerSecond(1000, 100)},
-		{Key: "{acct}:global", Limit: PerSecond(10, 10), Share: &Share{Tenant: "a", Weight: 2}},
+		{Key: "{acct}:tenant:a", Limit: Limit{Rate: 1000, Burst: 100}},
+		{Key: "{acct}:global", Limit: Limit{Rate: 10, Burst: 10}, Share: &Share{Tenant: "a", Weight: 2}},
 	}, time.Second)
 	require.NoError(t, err)
 	tags, info := shareKeys(prefix, "{acct}:global")
@@ -227,8 +227,8 @@ func TestShareInvalid(t *testing.T) {
 	ctx := context.Background()
 	call := func(sh, sh2 *Share) error {
 		_, err := lim.ReserveAll(ctx, []Bucket{
-			{Key: "{acct}:tenant:a", Limit: PerSecond(10, 10), Share: sh2},
-			{Key: "{acct}:global", Limit: PerSecond(10, 10), Share: sh},
+			{Key: "{acct}:tenant:a", Limit: Limit{Rate: 10, Burst: 10}, Share: sh2},
+			{Key: "{acct}:global", Limit: Limit{Rate: 10, Burst: 10}, Share: sh},
 		}, time.Second)
 		return err
 	}
@@ -264,7 +264,7 @@ func TestShares(t *testing.T) {
 			ctx := context.Background()
 			take := func(who string, w int) error {
 				_, err := lim.ReserveAll(ctx, []Bucket{
-					{Key: "{acct}:tenant:" + who, Limit: PerSecond(1000, 100)},
+					{Key: "{acct}:tenant:" + who, Limit: Limit{Rate: 1000, Burst: 100}},
 					{Key: "{acct}:global", Limit: shareGlobal, Share: &Share{Tenant: who, Weight: w}},
 				}, time.Minute)
 				return err
@@ -300,7 +300,7 @@ func TestShareAcquireAll(t *testing.T) {
 	lim := NewLimiter(NewRedisStore(redistest.Shared(t).Client(t)), WithKeyPrefix(redistest.Prefix(t)))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	global := PerSecond(1000, 10)
+	global := Limit{Rate: 1000, Burst: 10}
 	var mu sync.Mutex
 	var order []string
 	var wg sync.WaitGroup
@@ -310,7 +310,7 @@ func TestShareAcquireAll(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				err := lim.AcquireAll(ctx, []Bucket{
-					{Key: "{acct}:tenant:" + who, Limit: PerSecond(100000, 1000)},
+					{Key: "{acct}:tenant:" + who, Limit: Limit{Rate: 100000, Burst: 1000}},
 					{Key: "{acct}:global", Limit: global, Share: &Share{Tenant: who, Horizon: 20 * time.Millisecond}},
 				})
 				if assert.NoError(t, err) {

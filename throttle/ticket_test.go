@@ -81,7 +81,7 @@ func runTickets(t *testing.T, newStore func(Clock) Store, prefix string) {
 	before, err := lim.IssueTicket(ctx, "api", clock.Now().Add(time.Second), "")
 	require.NoError(t, err, "step 5b")
 	clock.advance(time.Millisecond)
-	require.NoError(t, lim.Reset(ctx, "api", PerSecond(10, 1)), "step 5b")
+	require.NoError(t, lim.Reset(ctx, "api", Limit{Rate: 10, Burst: 1}), "step 5b")
 	clock.advance(time.Millisecond)
 	after, err := lim.IssueTicket(ctx, "api", clock.Now().Add(time.Second), "")
 	require.NoError(t, err, "step 5b")
