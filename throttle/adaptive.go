@@ -65,9 +65,9 @@ type AdaptState struct {
 	Age    time.Duration // since it last moved
 }
 
-// Validate checks a, as Limit.Validate checks a limit.
-func (a Adaptive) Validate() error {
-	if err := a.Ceiling.Validate(); err != nil {
+// validate checks a as a Limit is checked, and its Floor.
+func (a Adaptive) validate() error {
+	if err := a.Ceiling.validate(); err != nil {
 		return err
 	}
 	if a.Floor < 0 || math.IsNaN(a.Floor) || a.Floor > a.Ceiling.Rate {
@@ -147,7 +147,7 @@ func (l *Limiter) adapt(ctx context.Context, key string, a Adaptive, o adaptOp) 
 	if err := checkName(key); err != nil {
 		return AdaptState{}, err
 	}
-	if err := a.Validate(); err != nil {
+	if err := a.validate(); err != nil {
 		return AdaptState{}, err
 	}
 	st, err := l.seam.adapt(ctx, l.cfg.prefix, key, o)

@@ -30,7 +30,7 @@ type adaptOp struct {
 	quiet              int64 // µs: no increase so soon after a decrease
 }
 
-// apply is lua/adapt.lua in Go, for the MemoryStore: it moves s by op at now
+// apply is lua/adapt.lua in Go, for the memory store: it moves s by op at now
 // and reports whether s changed (and must be stored).
 func (s *adaptState) apply(o adaptOp, now int64) bool {
 	if !s.known {

@@ -13,15 +13,15 @@ import (
 // one bucket of a call may be Adaptive.
 func (Adaptive) isPolicy() {}
 
-// Quota is the ceiling's.
-func (a Adaptive) Quota() (int, time.Duration) { return a.Ceiling.Quota() }
+// quota is the ceiling's.
+func (a Adaptive) quota() (int, time.Duration) { return a.Ceiling.quota() }
 
 func (a Adaptive) String() string {
 	return fmt.Sprintf("adaptive %v, floor %g", a.Ceiling, a.floor())
 }
 
 func (a Adaptive) check(n int) error {
-	if err := a.Validate(); err != nil {
+	if err := a.validate(); err != nil {
 		return err
 	}
 	return checkN(n, a.Ceiling.Burst, "burst")
@@ -43,7 +43,7 @@ func (a Adaptive) share(hosts int) algo {
 	return a
 }
 
-// open is the bucket at its ceiling; a MemoryStore opens it at the
+// open is the bucket at its ceiling; a memory store opens it at the
 // effective rate (at) instead.
 func (a Adaptive) open(st memState, now, cool int64) module { return a.Ceiling.open(st, now, cool) }
 
@@ -83,13 +83,13 @@ type fixedTB struct {
 }
 
 func (fixedTB) isPolicy()           {}
-func (fixedTB) Validate() error     { return nil }
+func (fixedTB) validate() error     { return nil }
 func (fixedTB) kind() kind          { return kindTB }
 func (f fixedTB) share(int) algo    { return f }
 func (f fixedTB) args() [4]int64    { return [4]int64{f.t.us, f.burst, 0, f.t.ps} }
 func (f fixedTB) check(n int) error { return checkN(n, int(f.burst), "burst") }
 
-func (f fixedTB) Quota() (int, time.Duration) { return int(f.burst), micros(f.t.times(f.burst).ceil()) }
+func (f fixedTB) quota() (int, time.Duration) { return int(f.burst), micros(f.t.times(f.burst).ceil()) }
 
 func (f fixedTB) String() string {
 	return fmt.Sprintf("%g/%v burst %d", f.rate(), micros(f.per), f.burst)

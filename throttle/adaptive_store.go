@@ -29,7 +29,7 @@ func (s *RedisStore) adapt(ctx context.Context, prefix, key string, o adaptOp) (
 	return AdaptState{Rate: rate, Reason: why, Age: micros(age)}, nil
 }
 
-// memAdapt is an adaptive bucket's state in a MemoryStore, with its expiry.
+// memAdapt is an adaptive bucket's state in a memory store, with its expiry.
 type memAdapt struct {
 	st  adaptState
 	exp int64 // µs

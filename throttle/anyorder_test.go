@@ -57,7 +57,7 @@ func TestConcurrentCancelsGiveEveryTurnBack(t *testing.T) {
 					ctx := context.Background()
 					// Sixteen refunds at once reach miniredis's one lock under -race
 					// on a loaded machine: give them time, this test is not about it.
-					lim := NewLimiter(store, WithKeyPrefix(redistest.Prefix(t)), withClock(clock), WithRefundTimeout(10*time.Second))
+					lim := NewLimiter(store, WithKeyPrefix(redistest.Prefix(t)), withClock(clock), withRefundTimeout(10*time.Second))
 					var rs []*Reservation
 					for range booked + 1 {
 						r, err := lim.Reserve(ctx, "k", p, 1, time.Hour)
@@ -146,7 +146,7 @@ func TestPeekAndResetEveryPolicy(t *testing.T) {
 			t.Run(fmt.Sprintf("%T/%s", p, name), func(t *testing.T) {
 				ctx := context.Background()
 				lim := NewLimiter(store, WithKeyPrefix(redistest.Prefix(t)), withClock(clock))
-				most, _ := p.Quota()
+				most, _ := p.quota()
 				st, err := lim.Peek(ctx, "k", p)
 				require.NoError(t, err)
 				assert.Equal(t, State{Remaining: most}, st, "a new bucket")

@@ -264,7 +264,7 @@ func TestCoalescedStoreDown(t *testing.T) {
 	}
 	wg.Wait()
 	for _, err := range errs {
-		var se *StoreError
+		var se *storeError
 		assert.ErrorAs(t, err, &se)
 	}
 }

@@ -1,8 +1,8 @@
 // Package throttle shares rate limits across processes through Redis, with a blocking, exact Acquire.
 //
 // A [Limiter] enforces a [Policy] on named keys kept in a [Store]: a [RedisStore]
-// shared by a fleet, or a [MemoryStore] inside one process. The policy is the
-// promise a caller wants kept:
+// shared by a fleet, or one from [NewMemoryStore] inside one process. The
+// policy is the promise a caller wants kept:
 //
 //   - [Limit], a token bucket (the generic cell rate algorithm: one timestamp
 //     per key): Rate per Period on average, bursts up to Burst;

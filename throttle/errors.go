@@ -9,11 +9,23 @@ import (
 var (
 	// ErrLimited matches a *LimitedError: the tokens cannot be had within the caller's budget.
 	ErrLimited = errors.New("throttle: limited")
-	// ErrUnavailable matches a *StoreError: the store could not be reached in time or answered badly.
+	// ErrUnavailable matches an error from a store that could not be reached,
+	// timed out, answered something that is not a valid reply, or refused
+	// this client (ErrRefused). Such an error names the store operation and
+	// unwraps to its cause (a network error, a context's error, Redis's
+	// reply).
 	ErrUnavailable = errors.New("throttle: store unavailable")
-	// ErrInvalid matches an *InvalidError: the request can never succeed as asked.
+	// ErrRefused matches an error from a store that answered but refused
+	// this client: a wrong password, an ACL that denies a key or command. It
+	// also matches ErrUnavailable. A refusal is a misconfiguration, not an
+	// outage: no failure policy grants through it, so FailOpen and FailLocal
+	// fail closed on it.
+	ErrRefused = errors.New("throttle: store refused this client")
+	// ErrInvalid matches an error for a request that can never succeed as
+	// asked: an invalid policy, n out of range, or a bad key. It is returned
+	// before any I/O.
 	ErrInvalid = errors.New("throttle: invalid request")
-	// ErrTooLarge matches an *InvalidError for n larger than the policy's
+	// ErrTooLarge matches an ErrInvalid error for n larger than the policy's
 	// Burst, Max or Capacity: it could never be granted.
 	ErrTooLarge = errors.New("throttle: n larger than burst")
 	// ErrCrossSlot is returned when buckets acquired together do not share a Redis
@@ -42,45 +54,41 @@ func (e *LimitedError) Is(target error) bool {
 	return target == ErrLimited || (e.OverShare && target == ErrOverShare)
 }
 
-// StoreError reports a store that could not be reached, timed out, answered
-// something that is not a valid reply, or refused this client (a wrong
-// password, an ACL that denies a key or command). It unwraps to the cause.
-//
-// A refusal is a misconfiguration, not an outage: no failure policy grants
-// through it, so FailOpen and FailLocal fail closed on it.
-type StoreError struct {
-	Op  string // "reserve", "refund", "cooldown", "hold", "renew", "release"
-	Err error
+// storeError is a store's failure: it matches ErrUnavailable, and
+// ErrRefused if the store answered but refused this client (authentication
+// or ACL). It unwraps to the cause.
+type storeError struct {
+	op  string // "reserve", "refund", "cooldown", "hold", "renew", "release"
+	err error
 
 	refused bool
 }
 
-// Refused reports whether the store answered but refused this client:
-// authentication or ACL.
-func (e *StoreError) Refused() bool { return e.refused }
-
-func (e *StoreError) Error() string {
-	return "throttle: store unavailable: " + e.Op + ": " + e.Err.Error()
+func (e *storeError) Error() string {
+	return "throttle: store unavailable: " + e.op + ": " + e.err.Error()
 }
 
-// Is makes errors.Is(err, ErrUnavailable) true.
-func (e *StoreError) Is(target error) bool { return target == ErrUnavailable }
+// Is makes errors.Is(err, ErrUnavailable) true, and ErrRefused when refused.
+func (e *storeError) Is(target error) bool {
+	return target == ErrUnavailable || (e.refused && target == ErrRefused)
+}
 
 // Unwrap returns the cause.
-func (e *StoreError) Unwrap() error { return e.Err }
+func (e *storeError) Unwrap() error { return e.err }
 
-// InvalidError reports a request that can never succeed as asked: an invalid
-// limit, n out of range, or a bad key. It is returned before any I/O.
-type InvalidError struct {
-	Reason    string
+// invalidError is a request that can never succeed as asked (ErrInvalid):
+// an invalid policy, n out of range, or a bad key. It is returned before
+// any I/O.
+type invalidError struct {
+	reason    string
 	tooLarge  bool
 	crossSlot bool
 }
 
-func (e *InvalidError) Error() string { return "throttle: " + e.Reason }
+func (e *invalidError) Error() string { return "throttle: " + e.reason }
 
 // Is makes errors.Is match ErrInvalid, and ErrTooLarge or ErrCrossSlot where they apply.
-func (e *InvalidError) Is(target error) bool {
+func (e *invalidError) Is(target error) bool {
 	switch target {
 	case ErrInvalid:
 		return true
@@ -93,5 +101,5 @@ func (e *InvalidError) Is(target error) bool {
 }
 
 func invalidf(format string, args ...any) error {
-	return &InvalidError{Reason: fmt.Sprintf(format, args...)}
+	return &invalidError{reason: fmt.Sprintf(format, args...)}
 }

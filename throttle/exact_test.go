@@ -87,19 +87,19 @@ var sevenPS = Limit{Rate: 7, Burst: 1}
 func TestFastValidation(t *testing.T) {
 	for _, p := range []Policy{Limit{Rate: 2e6, Burst: 1}, Limit{Rate: 1e9, Burst: 1}, Limit{Rate: 1e6, Period: time.Millisecond, Burst: 5},
 		LeakyBucket{Rate: 1e9, Capacity: 1}, Adaptive{Ceiling: Limit{Rate: 2e6, Burst: 10}}, Limit{Rate: 1, Period: 365 * 24 * time.Hour, Burst: 1}} {
-		require.NoError(t, p.Validate(), "%v", p)
+		require.NoError(t, p.validate(), "%v", p)
 	}
 	for _, p := range []Policy{Limit{Rate: 1.01e9, Burst: 1}, LeakyBucket{Rate: 2e9, Capacity: 1}, Limit{Rate: 2e6, Period: time.Millisecond, Burst: 1}} {
-		err := p.Validate()
+		err := p.validate()
 		require.ErrorIs(t, err, ErrInvalid, "%v", p)
 		require.ErrorContains(t, err, "faster than one token per nanosecond")
 	}
-	n, w := gigabit.Quota()
+	n, w := gigabit.quota()
 	require.Equal(t, 125000, n)
 	require.Equal(t, time.Millisecond, w)
-	_, w = Limit{Rate: 3e8, Burst: 1000}.Quota() // T = 3334 ps: 3.334 µs, rounded up
+	_, w = Limit{Rate: 3e8, Burst: 1000}.quota() // T = 3334 ps: 3.334 µs, rounded up
 	require.Equal(t, 4*time.Microsecond, w)
-	_, w = Limit{Rate: 7, Burst: 7}.Quota()
+	_, w = Limit{Rate: 7, Burst: 7}.quota()
 	require.Equal(t, time.Second+time.Microsecond, w, "7 × 142857.142858 µs, rounded up")
 }
 
@@ -126,7 +126,7 @@ func TestPace(t *testing.T) {
 
 // The promise: over a long run of reservations on a busy bucket,
 // the mean interval between the slots booked is Period/Rate within 0.01 %,
-// on the MemoryStore and on a real redis-server alike (the same slots),
+// on the memory store and on a real redis-server alike (the same slots),
 // through the lean script (one bucket) and the general one (the bucket and
 // a second, roomy one).
 func TestExactRates(t *testing.T) {
@@ -182,7 +182,7 @@ func TestExactRates(t *testing.T) {
 	}
 }
 
-// stores are a MemoryStore and a RedisStore on a real redis-server, both on clock.
+// stores are a memory store and a RedisStore on a real redis-server, both on clock.
 func bothStores(t *testing.T, clock Clock) map[string]Store {
 	return map[string]Store{
 		"memory": NewMemoryStore(WithClock(clock)),
@@ -321,7 +321,7 @@ func TestFastLongBooking(t *testing.T) {
 }
 
 // Random takes, tries, cancels and pauses on fast buckets agree on the
-// MemoryStore, a real redis-server and miniredis (runRandom), and the grants
+// memory store, a real redis-server and miniredis (runRandom), and the grants
 // that stand keep the token bucket's and the leaky bucket's promises, holes
 // and all.
 func TestFastLimitRandom(t *testing.T) {

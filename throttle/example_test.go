@@ -10,7 +10,7 @@ import (
 )
 
 func ExampleLimiter_Acquire() {
-	// A MemoryStore for the example; a fleet shares throttle.NewRedisStore(rdb).
+	// A memory store for the example; a fleet shares throttle.NewRedisStore(rdb).
 	lim := throttle.NewLimiter(throttle.NewMemoryStore())
 	limit := throttle.Limit{Rate: 100, Period: time.Second, Burst: 2}
 	ctx := context.Background()
@@ -198,7 +198,7 @@ func ExampleLeakyBucket() {
 }
 
 func ExampleSlidingLog() {
-	// A MemoryStore for the example; a fleet shares throttle.NewRedisStore(rdb).
+	// A memory store for the example; a fleet shares throttle.NewRedisStore(rdb).
 	lim := throttle.NewLimiter(throttle.NewMemoryStore())
 	// At most 2 reports in any minute, not 2 per calendar minute.
 	pol := throttle.SlidingLog{Max: 2, Window: time.Minute}
@@ -241,10 +241,10 @@ func ExampleSlidingWindow() {
 func ExampleShare() {
 	lim := throttle.NewLimiter(throttle.NewMemoryStore())
 	ctx := context.Background()
-	global := throttle.PerSecond(10, 1)
+	global := throttle.Limit{Rate: 10, Burst: 1}
 	take := func(tenant string) error {
 		_, err := lim.ReserveAll(ctx, []throttle.Bucket{
-			{Key: "{acct}:tenant:" + tenant, Limit: throttle.PerSecond(100, 100)},
+			{Key: "{acct}:tenant:" + tenant, Limit: throttle.Limit{Rate: 100, Burst: 100}},
 			{Key: "{acct}:global", Limit: global, Share: &throttle.Share{Tenant: tenant, Horizon: 250 * time.Millisecond}},
 		}, time.Minute)
 		return err

@@ -18,29 +18,6 @@ const (
 	ModeFallback = "fallback"
 )
 
-// Hosts tells FailLocal how many processes share a Limiter's limits. Hosts is
-// called for each call the local bucket answers, while the store is down: it
-// must be cheap, safe for concurrent use, and must not need the store, so a
-// count learned from a heartbeat kept in Redis must be answered from its last
-// reading. A count below 1 means unknown: calls then fail as under FailClosed.
-type Hosts interface {
-	Hosts() int
-}
-
-// HostsFunc adapts a function to Hosts.
-type HostsFunc func() int
-
-// Hosts returns f().
-func (f HostsFunc) Hosts() int { return f() }
-
-// FixedHosts returns a count of n hosts that never changes. An n below 1 makes
-// every call of a FailLocal Limiter fail with ErrInvalid.
-func FixedHosts(n int) Hosts { return fixedHosts(n) }
-
-type fixedHosts int
-
-func (h fixedHosts) Hosts() int { return int(h) }
-
 // Mode reports where the Limiter's decisions come from: ModeShared, the store;
 // while the store cannot answer, ModeFallback under FailLocal (a bucket in
 // this process), ModeClosed under FailClosed (calls fail), ModeOpen under
@@ -58,12 +35,12 @@ func (l *Limiter) Mode() string {
 // again, and the bucket that answers meanwhile. It starts no goroutines: the
 // mode moves only as calls come and go.
 type fallback struct {
-	hosts    Hosts
+	hosts    func() int
 	interval time.Duration
 	clock    Clock // nil: time.Now
 	onChange func(mode string, err error)
 	tel      *telemetry
-	mem      *MemoryStore // the local store, which never fails
+	mem      *memoryStore // the local store, which never fails
 
 	down atomic.Bool // in ModeFallback; read without mu on the fast path
 
@@ -74,24 +51,15 @@ type fallback struct {
 }
 
 func newFallback(c config, tel *telemetry) (*fallback, error) {
-	switch h := c.hosts.(type) {
-	case nil:
+	if c.hosts == nil {
 		return nil, invalidf("FailLocal needs WithHosts: its local limit is each limit divided by the number of hosts, and without it every host would take the full rate")
-	case fixedHosts:
-		if h < 1 {
-			return nil, invalidf("FixedHosts(%d): a fleet has at least 1 host", int(h))
-		}
-	case HostsFunc:
-		if h == nil {
-			return nil, invalidf("WithHosts: HostsFunc is nil")
-		}
 	}
 	var opts []StoreOption
 	if c.clock != nil {
 		opts = append(opts, WithClock(c.clock))
 	}
 	f := &fallback{hosts: c.hosts, interval: c.probeInterval, clock: c.clock, onChange: c.onModeChange, tel: tel}
-	f.mem = NewMemoryStore(opts...)
+	f.mem = newMemoryStore(opts...)
 	tel.inMode(context.Background(), false, 1)
 	return f, nil
 }
@@ -136,8 +104,8 @@ func judge(ctx context.Context, start time.Time, err error) verdict {
 	if dl, ok := ctx.Deadline(); ok && ctx.Err() != nil && dl.Sub(start) < shortDeadline {
 		return unknown
 	}
-	var inv *InvalidError
-	var se *StoreError
+	var inv *invalidError
+	var se *storeError
 	switch {
 	case errors.As(err, &inv):
 		return answered
@@ -241,7 +209,7 @@ func (f *fallback) decide(ctx context.Context, req *request, cause error) (decis
 // (each policy's share), or, if the local bucket cannot serve it, cause with
 // the reason.
 func (f *fallback) share(req request, cause error) (request, error) {
-	n := f.hosts.Hosts()
+	n := f.hosts()
 	if n < 1 {
 		return request{}, fmt.Errorf("%w; local fallback: the number of hosts is unknown (%d)", cause, n)
 	}
@@ -268,7 +236,7 @@ func shareOf(b Bucket, n int) Bucket {
 // hostShare is b cut to this host's share, for a local call standing in for
 // the store, or cause if the number of hosts is unknown.
 func (f *fallback) hostShare(b Bucket, cause error) (Bucket, error) {
-	n := f.hosts.Hosts()
+	n := f.hosts()
 	if n < 1 {
 		return Bucket{}, fmt.Errorf("%w; local fallback: the number of hosts is unknown (%d)", cause, n)
 	}

@@ -17,10 +17,10 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
-// fbStore is a MemoryStore that can be taken down: while down, every call
+// fbStore is a memory store that can be taken down: while down, every call
 // fails as an unreachable Redis does. It counts the calls that reach it.
 type fbStore struct {
-	mem  *MemoryStore
+	mem  *memoryStore
 	down atomic.Bool
 
 	reserves, refunds, cooldowns atomic.Int64
@@ -34,7 +34,7 @@ type fbStore struct {
 }
 
 func newFBStore(clk Clock) *fbStore {
-	return &fbStore{mem: NewMemoryStore(WithClock(clk)), entered: make(chan struct{}), release: make(chan struct{})}
+	return &fbStore{mem: newMemoryStore(WithClock(clk)), entered: make(chan struct{}), release: make(chan struct{})}
 }
 
 var errConnRefused = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
@@ -42,7 +42,7 @@ var errConnRefused = errors.New("dial tcp 127.0.0.1:6379: connect: connection re
 func (s *fbStore) reserveBatch(ctx context.Context, reqs []request) ([]decision, error) {
 	s.reserves.Add(1)
 	if s.down.Load() {
-		return nil, &StoreError{Op: "reserve", Err: errConnRefused}
+		return nil, &storeError{op: "reserve", err: errConnRefused}
 	}
 	return s.mem.reserveBatch(ctx, reqs)
 }
@@ -55,10 +55,10 @@ func (s *fbStore) reserve(ctx context.Context, req request) (decision, error) {
 	}
 	if s.cancelDuringNext.CompareAndSwap(true, false) {
 		s.cancelCaller()
-		return decision{}, &StoreError{Op: "reserve", Err: ctx.Err()}
+		return decision{}, &storeError{op: "reserve", err: ctx.Err()}
 	}
 	if s.down.Load() {
-		return decision{}, &StoreError{Op: "reserve", Err: errConnRefused}
+		return decision{}, &storeError{op: "reserve", err: errConnRefused}
 	}
 	return s.mem.reserve(ctx, req)
 }
@@ -66,14 +66,14 @@ func (s *fbStore) reserve(ctx context.Context, req request) (decision, error) {
 func (s *fbStore) refund(ctx context.Context, req request, d decision, id string) (bool, error) {
 	s.refunds.Add(1)
 	if s.down.Load() {
-		return false, &StoreError{Op: "refund", Err: errConnRefused}
+		return false, &storeError{op: "refund", err: errConnRefused}
 	}
 	return s.mem.refund(ctx, req, d, id)
 }
 
 func (s *fbStore) charge(ctx context.Context, req request, d decision, used int, id string) (bool, error) {
 	if s.down.Load() {
-		return false, &StoreError{Op: "settle", Err: errConnRefused}
+		return false, &storeError{op: "settle", err: errConnRefused}
 	}
 	return s.mem.charge(ctx, req, d, used, id)
 }
@@ -81,7 +81,7 @@ func (s *fbStore) charge(ctx context.Context, req request, d decision, used int,
 func (s *fbStore) cooldown(ctx context.Context, prefix string, b Bucket, d time.Duration) (time.Duration, error) {
 	s.cooldowns.Add(1)
 	if s.down.Load() {
-		return 0, &StoreError{Op: "cooldown", Err: errConnRefused}
+		return 0, &storeError{op: "cooldown", err: errConnRefused}
 	}
 	return s.mem.cooldown(ctx, prefix, b, d)
 }
@@ -89,7 +89,7 @@ func (s *fbStore) cooldown(ctx context.Context, prefix string, b Bucket, d time.
 func (s *fbStore) cooldownLeft(ctx context.Context, prefix, key string) (time.Duration, error) {
 	s.cooldowns.Add(1)
 	if s.down.Load() {
-		return 0, &StoreError{Op: "cooldown", Err: errConnRefused}
+		return 0, &storeError{op: "cooldown", err: errConnRefused}
 	}
 	return s.mem.cooldownLeft(ctx, prefix, key)
 }
@@ -97,21 +97,21 @@ func (s *fbStore) cooldownLeft(ctx context.Context, prefix, key string) (time.Du
 func (s *fbStore) peek(ctx context.Context, prefix string, b Bucket) (State, error) {
 	s.cooldowns.Add(1)
 	if s.down.Load() {
-		return State{}, &StoreError{Op: "peek", Err: errConnRefused}
+		return State{}, &storeError{op: "peek", err: errConnRefused}
 	}
 	return s.mem.peek(ctx, prefix, b)
 }
 
 func (s *fbStore) adapt(ctx context.Context, prefix, key string, o adaptOp) (AdaptState, error) {
 	if s.down.Load() {
-		return AdaptState{}, &StoreError{Op: "adapt", Err: errConnRefused}
+		return AdaptState{}, &storeError{op: "adapt", err: errConnRefused}
 	}
 	return s.mem.adapt(ctx, prefix, key, o)
 }
 
 func (s *fbStore) shares(ctx context.Context, prefix, key string, most int) (shareView, error) {
 	if s.down.Load() {
-		return shareView{}, &StoreError{Op: "shares", Err: errConnRefused}
+		return shareView{}, &storeError{op: "shares", err: errConnRefused}
 	}
 	return s.mem.shares(ctx, prefix, key, most)
 }
@@ -119,7 +119,7 @@ func (s *fbStore) shares(ctx context.Context, prefix, key string, most int) (sha
 func (s *fbStore) reset(ctx context.Context, prefix string, b Bucket) error {
 	s.cooldowns.Add(1)
 	if s.down.Load() {
-		return &StoreError{Op: "reset", Err: errConnRefused}
+		return &storeError{op: "reset", err: errConnRefused}
 	}
 	return s.mem.reset(ctx, prefix, b)
 }
@@ -130,7 +130,7 @@ func (s *fbStore) calls() int64 { return s.reserves.Load() + s.refunds.Load() + 
 
 // fbLocal returns a FailLocal Limiter over store for a fleet of hosts, timed by clk.
 func fbLocal(store Store, clk Clock, hosts int, opts ...Option) *Limiter {
-	return NewLimiter(store, append([]Option{WithFailurePolicy(FailLocal), WithHosts(FixedHosts(hosts)), withClock(clk)}, opts...)...)
+	return NewLimiter(store, append([]Option{WithFailurePolicy(FailLocal), WithHosts(fixedHosts(hosts)), withClock(clk)}, opts...)...)
 }
 
 // fbDrain takes single tokens until the bucket refuses, and returns how many it got.
@@ -185,7 +185,7 @@ func TestFallbackGrantsEachHostItsShare(t *testing.T) {
 	for i := range fleet {
 		st := newFBStore(clk)
 		st.down.Store(true)
-		fleet[i] = fbLocal(st, clk, 4, WithProbeInterval(time.Hour), WithMeterProvider(mp))
+		fleet[i] = fbLocal(st, clk, 4, withProbeInterval(time.Hour), WithMeterProvider(mp))
 	}
 
 	// At the first instant each host has its share of the burst, and then the
@@ -265,7 +265,8 @@ func TestFallbackRequestLargerThanTheShare(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorIs(t, err, ErrUnavailable)
 	assert.NotErrorIs(t, err, ErrInvalid)
-	var se *StoreError
+	assert.NotErrorIs(t, err, ErrRefused, "an outage, not a refusal")
+	var se *storeError
 	assert.ErrorAs(t, err, &se)
 	assert.ErrorIs(t, err, errConnRefused)
 
@@ -274,13 +275,13 @@ func TestFallbackRequestLargerThanTheShare(t *testing.T) {
 	assert.True(t, res.Allowed)
 }
 
-// A Hosts count below 1 at run time is unknown: the call fails as FailClosed would.
+// A count of hosts below 1 at run time is unknown: the call fails as FailClosed would.
 func TestFallbackUnknownHostCountFailsClosed(t *testing.T) {
 	clk := newFakeClock()
 	st := newFBStore(clk)
 	st.down.Store(true)
 	var n atomic.Int64
-	lim := NewLimiter(st, WithFailurePolicy(FailLocal), WithHosts(HostsFunc(func() int { return int(n.Load()) })), withClock(clk))
+	lim := NewLimiter(st, WithFailurePolicy(FailLocal), WithHosts(func() int { return int(n.Load()) }), withClock(clk))
 	limit := Limit{Rate: 100, Burst: 20}
 
 	_, err := lim.TryAcquire(context.Background(), "k", limit, 1)
@@ -300,10 +301,7 @@ func TestFallbackWithoutHostsFailsEveryCallBeforeIO(t *testing.T) {
 		reason string
 	}{
 		{"no WithHosts", nil, "FailLocal needs WithHosts"},
-		{"FixedHosts(0)", []Option{WithHosts(FixedHosts(0))}, "FixedHosts(0)"},
-		{"FixedHosts(-3)", []Option{WithHosts(FixedHosts(-3))}, "FixedHosts(-3)"},
-		{"nil HostsFunc", []Option{WithHosts(HostsFunc(nil))}, "HostsFunc is nil"},
-		{"nil Hosts", []Option{WithHosts(nil)}, "FailLocal needs WithHosts"},
+		{"nil hosts", []Option{WithHosts(nil)}, "FailLocal needs WithHosts"},
 	}
 	ctx := context.Background()
 	limit := Limit{Rate: 10, Burst: 5}
@@ -337,7 +335,7 @@ func TestFallbackWithoutHostsFailsEveryCallBeforeIO(t *testing.T) {
 func TestFallbackProbesOncePerInterval(t *testing.T) {
 	clk := newFakeClock()
 	st := newFBStore(clk)
-	lim := fbLocal(st, clk, 2, WithProbeInterval(time.Second))
+	lim := fbLocal(st, clk, 2, withProbeInterval(time.Second))
 	limit := Limit{Rate: 1000, Burst: 1000} // never the reason for a refusal here
 
 	steps := []struct {
@@ -377,7 +375,7 @@ func TestFallbackOneProbeAtATime(t *testing.T) {
 	clk := newFakeClock()
 	st := newFBStore(clk)
 	st.down.Store(true)
-	lim := fbLocal(st, clk, 2, WithProbeInterval(time.Second))
+	lim := fbLocal(st, clk, 2, withProbeInterval(time.Second))
 	limit := Limit{Rate: 1000, Burst: 1000}
 	ctx := context.Background()
 
@@ -618,7 +616,7 @@ func TestFallbackRedisKilledAndRestarted(t *testing.T) {
 	clk := newFakeClock() // mode timing and the local bucket; Redis keeps its own TIME
 	var mu sync.Mutex
 	var modes []string
-	lim := fbLocal(counted, clk, 4, WithKeyPrefix(prefix), WithProbeInterval(time.Second),
+	lim := fbLocal(counted, clk, 4, WithKeyPrefix(prefix), withProbeInterval(time.Second),
 		WithModeChange(func(mode string, _ error) {
 			mu.Lock()
 			modes = append(modes, mode)
@@ -682,7 +680,7 @@ func TestFallbackRedisKilledAndRestarted(t *testing.T) {
 func TestFallbackCooldownLeftIsLocal(t *testing.T) {
 	clk := newFakeClock()
 	st := newFBStore(clk)
-	lim := fbLocal(st, clk, 2, WithProbeInterval(time.Hour))
+	lim := fbLocal(st, clk, 2, withProbeInterval(time.Hour))
 	limit := Limit{Rate: 10, Burst: 2}
 	ctx := context.Background()
 	st.down.Store(true)
@@ -707,7 +705,7 @@ func TestShortDeadlineIsNotAStoreFailure(t *testing.T) {
 	limit := Limit{Rate: 1, Period: time.Hour, Burst: 1}
 	for _, policy := range []Option{
 		WithFailurePolicy(FailOpen),
-		func(c *config) { WithFailurePolicy(FailLocal)(c); WithHosts(FixedHosts(1))(c) },
+		func(c *config) { WithFailurePolicy(FailLocal)(c); WithHosts(fixedHosts(1))(c) },
 	} {
 		lim := NewLimiter(NewRedisStore(rdb), WithKeyPrefix(redistest.Prefix(t)), policy)
 		require.NoError(t, lim.Acquire(context.Background(), "k", limit, 1))
@@ -752,3 +750,6 @@ func TestFallbackPolicies(t *testing.T) {
 		})
 	}
 }
+
+// fixedHosts is a count of n hosts that never changes, for WithHosts.
+func fixedHosts(n int) func() int { return func() int { return n } }

@@ -39,15 +39,15 @@ const minWindow = time.Millisecond
 
 func (FixedWindow) isPolicy() {}
 
-// Quota is Max per Window.
-func (p FixedWindow) Quota() (int, time.Duration) { return p.Max, p.Window }
+// quota is Max per Window.
+func (p FixedWindow) quota() (int, time.Duration) { return p.Max, p.Window }
 
 func (p FixedWindow) String() string {
 	return fmt.Sprintf("%d per %v window", p.Max, p.Window)
 }
 
-// Validate reports why p cannot be used, or nil.
-func (p FixedWindow) Validate() error {
+// validate reports why p cannot be used, or nil (see Validate).
+func (p FixedWindow) validate() error {
 	if err := checkMax(p.Max); err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func (p FixedWindow) Validate() error {
 }
 
 func (p FixedWindow) check(n int) error {
-	if err := p.Validate(); err != nil {
+	if err := p.validate(); err != nil {
 		return err
 	}
 	return checkN(n, p.Max, "max")

@@ -156,13 +156,13 @@ func TestFixedWindowInvalid(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.p != ok {
-				assert.ErrorIs(t, c.p.Validate(), ErrInvalid)
+				assert.ErrorIs(t, c.p.validate(), ErrInvalid)
 			}
 			checkBeforeIO(t, "k", c.p, c.n, c.is)
 		})
 	}
-	require.NoError(t, FixedWindow{Max: 1, Window: time.Millisecond}.Validate())
-	require.NoError(t, FixedWindow{Max: maxBurst, Window: micros(maxSpan)}.Validate())
+	require.NoError(t, FixedWindow{Max: 1, Window: time.Millisecond}.validate())
+	require.NoError(t, FixedWindow{Max: maxBurst, Window: micros(maxSpan)}.validate())
 	tooLarge := checkN(6, 5, "max")
 	assert.ErrorIs(t, tooLarge, ErrInvalid, "too large is invalid too")
 }
@@ -171,7 +171,7 @@ func TestFixedWindowShare(t *testing.T) {
 	p := FixedWindow{Max: 10, Window: time.Minute}
 	assert.Equal(t, FixedWindow{Max: 3, Window: time.Minute}, p.share(3))
 	assert.Equal(t, FixedWindow{Max: 1, Window: time.Minute}, p.share(20))
-	m, w := p.Quota()
+	m, w := p.quota()
 	assert.Equal(t, 10, m)
 	assert.Equal(t, time.Minute, w)
 	assert.Equal(t, "10 per 1m0s window", p.String())

@@ -19,17 +19,17 @@ import (
 // Concurrency is not a Policy: it bounds what is in flight, not a rate, and
 // is used through Limiter.Hold and Limiter.TryHold, not Acquire.
 //
-// The zero Lease means DefaultLease. Max must be from 1 to 1<<20, and Lease
+// The zero Lease means 30 s. Max must be from 1 to 1<<20, and Lease
 // from 100 ms to 24 h: a shorter lease costs a store call every Lease/3 per
 // holder, a longer one keeps a dead holder's slot longer.
 type Concurrency struct {
 	Max   int           // the most holders at once
-	Lease time.Duration // how long a slot outlives its holder's last renewal; 0 means DefaultLease
+	Lease time.Duration // how long a slot outlives its holder's last renewal; 0 means 30 s
 }
 
 const (
-	// DefaultLease is the lease of a Concurrency whose Lease is 0.
-	DefaultLease = 30 * time.Second
+	// defaultLease is the lease of a Concurrency whose Lease is 0.
+	defaultLease = 30 * time.Second
 	// minLease and maxLease bound Concurrency.Lease.
 	minLease = 100 * time.Millisecond
 	maxLease = 24 * time.Hour
@@ -39,7 +39,7 @@ const (
 
 func (c Concurrency) lease() time.Duration {
 	if c.Lease == 0 {
-		return DefaultLease
+		return defaultLease
 	}
 	return c.Lease
 }
@@ -52,7 +52,7 @@ func (c Concurrency) Validate() error {
 	case c.Max > maxHolders:
 		return invalidf("max %d is larger than %d", c.Max, maxHolders)
 	case c.Lease < 0:
-		return invalidf("lease %v must not be negative (0 means %v)", c.Lease, DefaultLease)
+		return invalidf("lease %v must not be negative (0 means %v)", c.Lease, defaultLease)
 	case c.Lease != 0 && c.Lease < minLease:
 		return invalidf("lease %v is shorter than %v: it would be renewed every %v", c.Lease, minLease, c.Lease/3)
 	case c.Lease > maxLease:
@@ -66,7 +66,7 @@ func (c Concurrency) String() string {
 }
 
 // holdStore is what Hold needs of a store, beyond the sealed Store interface:
-// *RedisStore and *MemoryStore implement it (redis_hold.go, memory_hold.go),
+// *RedisStore and *memoryStore implement it (redis_hold.go, memory_hold.go),
 // held to one conformance table. Times are µs of the store's clock.
 type holdStore interface {
 	// hold takes a slot of the semaphore key under prefix for id, until now +
@@ -182,7 +182,7 @@ func (l *Limiter) checkHold(key string, c Concurrency) (*holdCall, error) {
 	}
 	hs, ok := l.store.(holdStore)
 	if !ok {
-		return nil, invalidf("store %T cannot hold slots: use a RedisStore or a MemoryStore", l.store)
+		return nil, invalidf("store %T cannot hold slots: use a RedisStore or NewMemoryStore", l.store)
 	}
 	return &holdCall{owner: l, hs: hs, prefix: l.cfg.prefix, key: key, max: c.Max, lease: c.lease(), id: newLeaseID()}, nil
 }
@@ -294,7 +294,7 @@ func (g *failure) forget(ctx context.Context, h *holdCall) {
 // holdLocal holds a slot in FailLocal's local store, at this host's share of
 // the semaphore, standing in for the store failure cause.
 func (g *failure) holdLocal(ctx context.Context, h *holdCall, wait bool, cause error) (*Lease, error) {
-	n := g.fb.hosts.Hosts()
+	n := g.fb.hosts()
 	if n < 1 {
 		g.tel.outcome(ctx, h.key, outError)
 		return nil, fmt.Errorf("%w; local fallback: the number of hosts is unknown (%d)", cause, n)

@@ -159,7 +159,7 @@ func runHoldConformance(t *testing.T, newStore func(Clock) holdStore, prefix str
 }
 
 func TestHoldConformanceMemory(t *testing.T) {
-	runHoldConformance(t, func(c Clock) holdStore { return NewMemoryStore(WithClock(c)) }, "")
+	runHoldConformance(t, func(c Clock) holdStore { return newMemoryStore(WithClock(c)) }, "")
 }
 
 func TestHoldConformanceRedis(t *testing.T) {
@@ -217,7 +217,7 @@ func (storeWithoutHold) configErr() error { return nil }
 
 func TestHoldMemory(t *testing.T) {
 	testHold(t, func(t *testing.T) (*Limiter, holdStore) {
-		s := NewMemoryStore()
+		s := newMemoryStore()
 		return NewLimiter(s), s
 	})
 }
@@ -242,7 +242,7 @@ func testHold(t *testing.T, newLimiter func(t *testing.T) (*Limiter, holdStore))
 		require.NoError(t, err)
 		b, err := lim.Hold(ctx, "k", c)
 		require.NoError(t, err)
-		assert.Equal(t, "k", a.Key())
+		assert.Equal(t, "k", a.key)
 		_, err = lim.TryHold(ctx, "k", c)
 		var le *LimitedError
 		require.ErrorAs(t, err, &le)
@@ -406,7 +406,7 @@ func TestHoldCancel(t *testing.T) {
 		name  string
 		store func(t *testing.T) (holdStore, func())
 	}{
-		{"memory", func(t *testing.T) (holdStore, func()) { return NewMemoryStore(), func() {} }},
+		{"memory", func(t *testing.T) (holdStore, func()) { return newMemoryStore(), func() {} }},
 		{"redis", func(t *testing.T) (holdStore, func()) {
 			s := NewRedisStore(redistest.Shared(t).Client(t))
 			return s, func() { require.NoError(t, s.Close()) }
@@ -475,17 +475,17 @@ func TestHoldFailurePolicy(t *testing.T) {
 	closed := NewLimiter(NewRedisStore(rdb))
 	_, err := closed.Hold(ctx, "k", c)
 	assert.ErrorIs(t, err, ErrUnavailable, "FailClosed")
-	var se *StoreError
+	var se *storeError
 	require.ErrorAs(t, err, &se)
-	assert.Equal(t, "hold", se.Op)
+	assert.Equal(t, "hold", se.op)
 
 	open := NewLimiter(NewRedisStore(rdb), WithFailurePolicy(FailOpen))
 	l, err := open.Hold(ctx, "k", c)
 	require.NoError(t, err, "FailOpen")
-	assert.Equal(t, "k", l.Key())
+	assert.Equal(t, "k", l.key)
 	assert.NoError(t, l.Release(ctx))
 
-	local := NewLimiter(NewRedisStore(rdb), WithFailurePolicy(FailLocal), WithHosts(FixedHosts(2)))
+	local := NewLimiter(NewRedisStore(rdb), WithFailurePolicy(FailLocal), WithHosts(fixedHosts(2)))
 	var leases []*Lease
 	for i := range 2 {
 		l, err := local.TryHold(ctx, "k", c)
@@ -514,11 +514,11 @@ func TestHoldFailurePolicy(t *testing.T) {
 	require.NoError(t, leases[1].Release(ctx))
 }
 
-// gatedStore is a MemoryStore whose hold calls, from a context marked by
+// gatedStore is a memory store whose hold calls, from a context marked by
 // gated, can be stopped in flight: shut stops the next such call at a gate
 // until open, so that releases come and go while it asks.
 type gatedStore struct {
-	*MemoryStore
+	*memoryStore
 	mu      sync.Mutex
 	arrived chan struct{} // closed by the next gated call as it stops; nil: none stops
 	gate    chan struct{} // closed by open: the stopped call goes on
@@ -558,7 +558,7 @@ func (g *gatedStore) hold(ctx context.Context, prefix, key string, max int, leas
 			}
 		}
 	}
-	return g.MemoryStore.hold(ctx, prefix, key, max, lease, id)
+	return g.memoryStore.hold(ctx, prefix, key, max, lease, id)
 }
 
 // idle reports how many Holds wait for the key, and whether none of them is
@@ -643,7 +643,7 @@ func requireGranted(t *testing.T, got <-chan holdResult, msg string) *Lease {
 // A waiter woken by a release, whose ask is then cut short by its ctx, passes
 // the wake on: the next waiter takes the slot at once.
 func TestHoldCancelledAskPassesWake(t *testing.T) {
-	gs := &gatedStore{MemoryStore: NewMemoryStore()}
+	gs := &gatedStore{memoryStore: newMemoryStore()}
 	lim := NewLimiter(gs)
 	ctx := context.Background()
 	c := Concurrency{Max: 1, Lease: time.Minute}
@@ -669,7 +669,7 @@ func TestHoldCancelledAskPassesWake(t *testing.T) {
 // (each is asking, or woken to ask) is kept for the next Hold, which would
 // otherwise queue behind them without asking and miss the free slot.
 func TestHoldReleaseWhileAllAsk(t *testing.T) {
-	gs := &gatedStore{MemoryStore: NewMemoryStore()}
+	gs := &gatedStore{memoryStore: newMemoryStore()}
 	lim := NewLimiter(gs)
 	ctx := context.Background()
 	c := Concurrency{Max: 3, Lease: time.Minute}
@@ -700,7 +700,7 @@ func TestHoldReleaseWhileAllAsk(t *testing.T) {
 // every waiter is already woken: the next Hold asks.
 func TestHoldExpiredWhileAllAsk(t *testing.T) {
 	clock := newFakeClock()
-	gs := &gatedStore{MemoryStore: NewMemoryStore(WithClock(clock))}
+	gs := &gatedStore{memoryStore: newMemoryStore(WithClock(clock))}
 	lim := NewLimiter(gs)
 	ctx := context.Background()
 	c := Concurrency{Max: 3, Lease: time.Minute}

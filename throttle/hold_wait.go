@@ -31,7 +31,7 @@ import (
 type waitRoom struct {
 	mu     sync.Mutex
 	queues map[string]*waitQueue
-	heard  bool // releases are heard as soon as a queue exists (a MemoryStore's own)
+	heard  bool // releases are heard as soon as a queue exists (a memory store's own)
 	// watch, if set, is called outside mu after a queue is made or removed,
 	// and must not block: a RedisStore has its subscription to the key's
 	// channel follow, from a goroutine of its own.

@@ -5,7 +5,7 @@ import "sort"
 // hole is a cancelled turn offered to later callers: n of n0 units that a
 // request may take at any time in [at, till). handle is the cancelled
 // reservation's, 0 for a turn that was itself taken from a hole (it is not
-// released). See lua/holes.lua, which this mirrors for a MemoryStore.
+// released). See lua/holes.lua, which this mirrors for a memory store.
 type hole struct {
 	at, till int64
 	n, n0    int

@@ -65,8 +65,8 @@ func checkSlot(buckets []Bucket) error {
 	for _, b := range buckets {
 		t := hashTag(b.Key)
 		if t == "" || t != tag {
-			return &InvalidError{
-				Reason:    "buckets " + quoteNames(buckets) + " acquired together must share a hash tag, e.g. {acct}:tenant:42 and {acct}:global",
+			return &invalidError{
+				reason:    "buckets " + quoteNames(buckets) + " acquired together must share a hash tag, e.g. {acct}:tenant:42 and {acct}:global",
 				crossSlot: true,
 			}
 		}

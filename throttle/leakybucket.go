@@ -45,8 +45,8 @@ type LeakyBucket struct {
 // limit is the token bucket with the same pace, for its interval arithmetic.
 func (b LeakyBucket) limit() Limit { return Limit{Rate: b.Rate, Period: b.Period, Burst: b.Capacity} }
 
-// Validate reports why b cannot be used, or nil.
-func (b LeakyBucket) Validate() error {
+// validate reports why b cannot be used, or nil (see Validate).
+func (b LeakyBucket) validate() error {
 	l := b.limit()
 	switch {
 	case math.IsNaN(b.Rate) || math.IsInf(b.Rate, 0):
@@ -64,15 +64,15 @@ func (b LeakyBucket) Validate() error {
 }
 
 func (b LeakyBucket) check(n int) error {
-	if err := b.Validate(); err != nil {
+	if err := b.validate(); err != nil {
 		return err
 	}
 	return checkN(n, b.Capacity, "capacity")
 }
 
-// Quota is Capacity tokens, and the time a full bucket takes to drain.
-func (b LeakyBucket) Quota() (int, time.Duration) {
-	_, window := b.limit().Quota()
+// quota is Capacity tokens, and the time a full bucket takes to drain.
+func (b LeakyBucket) quota() (int, time.Duration) {
+	_, window := b.limit().quota()
 	return b.Capacity, window
 }
 

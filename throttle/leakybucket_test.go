@@ -99,14 +99,14 @@ func TestLeakyBucketInvalidBeforeIO(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { checkBeforeIO(t, "k", c.pol, c.n, c.is) })
 	}
-	assert.NoError(t, ok.Validate())
+	assert.NoError(t, ok.validate())
 	assert.ErrorIs(t, ok.check(6), ErrTooLarge)
 	assert.NotErrorIs(t, ok.check(0), ErrTooLarge)
 }
 
 func TestLeakyBucketQuotaAndShare(t *testing.T) {
 	b := LeakyBucket{Rate: 3, Capacity: 6} // T = 333333.333334 µs, rounded up to a picosecond
-	m, d := b.Quota()
+	m, d := b.quota()
 	assert.Equal(t, 6, m)
 	assert.Equal(t, 2000001*time.Microsecond, d, "six T, rounded up to a µs")
 	assert.Equal(t, "3/1s leaky bucket, capacity 6", b.String())
@@ -279,7 +279,7 @@ func TestLeakyBucketRandomAgreesAndHolds(t *testing.T) {
 	}
 }
 
-// Random calls agree on the MemoryStore, a real redis-server and miniredis,
+// Random calls agree on the memory store, a real redis-server and miniredis,
 // whose keys expire by their TTLs (see runRandom), down to turns of 1 µs;
 // leakyBucketRandom's invariants hold.
 func TestLeakyBucketRandomExpiry(t *testing.T) {

@@ -42,9 +42,6 @@ func newLease(h *holdCall) *Lease {
 	return l
 }
 
-// Key is the semaphore's key, as given to Hold.
-func (l *Lease) Key() string { return l.key }
-
 // Lost is closed if the lease is lost while held: a renewal found it gone, or
 // the store could not confirm it before it ran out. It is never closed by
 // Release, and never for a lease that FailOpen granted.
@@ -55,7 +52,7 @@ func (l *Lease) Lost() <-chan struct{} { return l.lost }
 // (the store is down) may be repeated, and if none succeeds the slot comes
 // back when its lease runs out. If ctx has already ended, the store call gets
 // a context of its own, bounded by the Limiter's refund timeout
-// (WithRefundTimeout), so that a deferred Release still gives the slot back.
+// (100 ms), so that a deferred Release still gives the slot back.
 func (l *Lease) Release(ctx context.Context) error {
 	if l.h == nil {
 		return nil

@@ -20,11 +20,6 @@ type Limit struct {
 	Burst  int           // capacity in tokens
 }
 
-// PerSecond returns a Limit of rate tokens per second with the given burst.
-func PerSecond(rate float64, burst int) Limit {
-	return Limit{Rate: rate, Period: time.Second, Burst: burst}
-}
-
 const (
 	// minInterval is the shortest T, in µs: 10⁹ tokens a second.
 	minInterval = 1e-3
@@ -53,14 +48,14 @@ func (l Limit) exactInterval() float64 {
 // picosecond per token: under a millionth of the rate at 10⁶ a second.
 func (l Limit) pace() pico { return paceOf(l.exactInterval()) }
 
-// Validate reports why l cannot be used, or nil.
-func (l Limit) Validate() error {
-	_, err := l.validate()
+// validate reports why l cannot be used, or nil (see Validate).
+func (l Limit) validate() error {
+	_, err := l.checkedPace()
 	return err
 }
 
-// validate checks l and returns its T, so a call computes it once.
-func (l Limit) validate() (pico, error) {
+// checkedPace checks l and returns its T, so a call computes it once.
+func (l Limit) checkedPace() (pico, error) {
 	switch {
 	case math.IsNaN(l.Rate) || math.IsInf(l.Rate, 0):
 		return pico{}, invalidf("rate %v is not a finite number", l.Rate)
@@ -92,7 +87,7 @@ func checkPace(x float64, size int, what, verb string, l Limit) error {
 }
 
 func (l Limit) check(n int) error {
-	if err := l.Validate(); err != nil {
+	if err := l.validate(); err != nil {
 		return err
 	}
 	return checkN(n, l.Burst, "burst")

@@ -199,7 +199,7 @@ type failingStore struct{ Store }
 func (failingStore) configErr() error { return nil }
 
 func (failingStore) reserve(context.Context, request) (decision, error) {
-	return decision{}, &StoreError{Op: "reserve", Err: errors.New("connection refused")}
+	return decision{}, &storeError{op: "reserve", err: errors.New("connection refused")}
 }
 
 func TestFailurePolicy(t *testing.T) {

@@ -42,7 +42,7 @@ type lockstepStep struct {
 type lockstepCheck func(s lockstepStep)
 
 // runRandom drives 300 random takes, tries, cancels (if cancels) and pauses
-// under p on a MemoryStore, a real redis-server and miniredis in lockstep,
+// under p on a memory store, a real redis-server and miniredis in lockstep,
 // requires the same answers from all three at every step, calls check (if not
 // nil) after every step, and returns the grants. unit is the policy's slot (or
 // window, or turn, or queue) in µs: pauses and maxWaits are drawn around it.
@@ -52,7 +52,7 @@ type lockstepCheck func(s lockstepStep)
 // The clock is fake, but a real Redis expires keys in real time, by TTLs
 // computed from the fake clock: its keys are made persistent with each script
 // call (see persisting), so the scripts must answer from a stale state what
-// the MemoryStore, which forgets an idle state, answers from none. miniredis
+// the memory store, which forgets an idle state, answers from none. miniredis
 // is moved on with the clock, so its keys expire by their TTLs: one that
 // expired while its state still mattered would answer differently.
 func runRandom(t *testing.T, p algo, seed uint64, unit int64, cancels bool, check lockstepCheck) []*windowGrant {
@@ -67,7 +67,7 @@ func runRandom(t *testing.T, p algo, seed uint64, unit int64, cancels bool, chec
 		NewRedisStore(mini, WithClock(clock)),
 	}
 	names := []string{"memory", "redis", "miniredis"}
-	limit, _ := p.Quota()
+	limit, _ := p.quota()
 	prefix := redistest.Prefix(t)
 	ctx := context.Background()
 	var grants []*windowGrant

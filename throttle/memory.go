@@ -7,13 +7,11 @@ import (
 	"time"
 )
 
-// MemoryStore keeps buckets in this process. It makes the same decisions as a
-// RedisStore, so it suits tests, single-process programs, and fallbacks. Its
-// zero value is not usable; call NewMemoryStore. It is safe for concurrent use.
+// memoryStore is the Store NewMemoryStore returns.
 //
 // Full buckets are forgotten: a few entries are checked for that whenever a new
 // bucket is added, so memory follows the number of buckets in use.
-type MemoryStore struct {
+type memoryStore struct {
 	clock  Clock
 	start  time.Time // without a Clock: time is start plus the monotonic time since
 	seed   maphash.Seed
@@ -23,16 +21,16 @@ type MemoryStore struct {
 	sems *memSems   // semaphores of Concurrency and their waiting Holds (memory_hold.go)
 }
 
-// memShards is how many locks a MemoryStore's buckets are spread over: calls
+// memShards is how many locks a memory store's buckets are spread over: calls
 // on buckets of different shards never wait for each other.
 const memShards = 32
 
-// memShard is a share of a MemoryStore's buckets, under a lock of its own.
+// memShard is a share of a memory store's buckets, under a lock of its own.
 // A bucket's shard is that of its name's hash tag (or of its name, without
 // one), so the buckets of one call, which share a tag (checkSlot), share a
 // shard, and one lock covers the call.
 type memShard struct {
-	st *MemoryStore
+	st *memoryStore
 
 	mu        sync.Mutex
 	entries   map[memKey]*memEntry // a key's state and holes, under its policy's kind
@@ -47,7 +45,7 @@ type memShard struct {
 }
 
 // shard is the shard of bucket name.
-func (m *MemoryStore) shard(name string) *memShard {
+func (m *memoryStore) shard(name string) *memShard {
 	if t := hashTag(name); t != "" {
 		name = t
 	}
@@ -82,10 +80,18 @@ func (e *memEntry) idleAt(now int64) bool {
 	return true
 }
 
-// NewMemoryStore returns an empty in-process store. WithClock sets its time source.
-func NewMemoryStore(opts ...StoreOption) *MemoryStore {
+// NewMemoryStore returns an empty store that keeps buckets in this process.
+// It makes the same decisions as a RedisStore, so it suits tests,
+// single-process programs, and fallbacks; it holds Concurrency slots and
+// tickets too. WithClock sets its time source. It is safe for concurrent
+// use. Full buckets are forgotten, so its memory follows the number of
+// buckets in use.
+func NewMemoryStore(opts ...StoreOption) Store { return newMemoryStore(opts...) }
+
+// newMemoryStore is NewMemoryStore as its concrete type.
+func newMemoryStore(opts ...StoreOption) *memoryStore {
 	c := newStoreConfig(opts)
-	m := &MemoryStore{clock: c.clock, start: time.Now(), seed: maphash.MakeSeed(), sems: newMemSems()}
+	m := &memoryStore{clock: c.clock, start: time.Now(), seed: maphash.MakeSeed(), sems: newMemSems()}
 	for i := range m.shards {
 		m.shards[i] = memShard{st: m, entries: make(map[memKey]*memEntry), markers: make(map[string]int64),
 			cooldowns: make(map[memKey]int64), adapts: make(map[memKey]*memAdapt), shared: memShares{}}
@@ -95,53 +101,53 @@ func NewMemoryStore(opts ...StoreOption) *MemoryStore {
 
 // The Store methods go to the shard of the call's buckets.
 
-func (m *MemoryStore) reserve(ctx context.Context, req request) (decision, error) {
+func (m *memoryStore) reserve(ctx context.Context, req request) (decision, error) {
 	return m.shard(req.one.Key).reserve(ctx, req)
 }
 
-func (m *MemoryStore) reserveBatch(ctx context.Context, reqs []request) ([]decision, error) {
+func (m *memoryStore) reserveBatch(ctx context.Context, reqs []request) ([]decision, error) {
 	return m.shard(reqs[0].one.Key).reserveBatch(ctx, reqs)
 }
 
-func (m *MemoryStore) decide(req request) decision { return m.shard(req.one.Key).decide(req) }
+func (m *memoryStore) decide(req request) decision { return m.shard(req.one.Key).decide(req) }
 
-func (m *MemoryStore) refund(ctx context.Context, req request, d decision, id string) (bool, error) {
+func (m *memoryStore) refund(ctx context.Context, req request, d decision, id string) (bool, error) {
 	return m.shard(req.one.Key).refund(ctx, req, d, id)
 }
 
-func (m *MemoryStore) charge(ctx context.Context, req request, d decision, used int, id string) (bool, error) {
+func (m *memoryStore) charge(ctx context.Context, req request, d decision, used int, id string) (bool, error) {
 	return m.shard(req.one.Key).charge(ctx, req, d, used, id)
 }
 
-func (m *MemoryStore) cooldown(ctx context.Context, prefix string, b Bucket, d time.Duration) (time.Duration, error) {
+func (m *memoryStore) cooldown(ctx context.Context, prefix string, b Bucket, d time.Duration) (time.Duration, error) {
 	return m.shard(b.Key).cooldown(ctx, prefix, b, d)
 }
 
-func (m *MemoryStore) cooldownLeft(ctx context.Context, prefix, key string) (time.Duration, error) {
+func (m *memoryStore) cooldownLeft(ctx context.Context, prefix, key string) (time.Duration, error) {
 	return m.shard(key).cooldownLeft(ctx, prefix, key)
 }
 
-func (m *MemoryStore) peek(ctx context.Context, prefix string, b Bucket) (State, error) {
+func (m *memoryStore) peek(ctx context.Context, prefix string, b Bucket) (State, error) {
 	return m.shard(b.Key).peek(ctx, prefix, b)
 }
 
-func (m *MemoryStore) reset(ctx context.Context, prefix string, b Bucket) error {
+func (m *memoryStore) reset(ctx context.Context, prefix string, b Bucket) error {
 	return m.shard(b.Key).reset(ctx, prefix, b)
 }
 
-func (m *MemoryStore) adapt(ctx context.Context, prefix, key string, o adaptOp) (AdaptState, error) {
+func (m *memoryStore) adapt(ctx context.Context, prefix, key string, o adaptOp) (AdaptState, error) {
 	return m.shard(key).adapt(ctx, prefix, key, o)
 }
 
-func (m *MemoryStore) shares(ctx context.Context, prefix, key string, most int) (shareView, error) {
+func (m *memoryStore) shares(ctx context.Context, prefix, key string, most int) (shareView, error) {
 	return m.shard(key).shares(ctx, prefix, key, most)
 }
 
-func (m *MemoryStore) configErr() error { return nil }
+func (m *memoryStore) configErr() error { return nil }
 
 // nowMicros reads the Clock, or else the monotonic clock only (one clock read,
 // where time.Now takes two, and immune to wall-clock steps).
-func (m *MemoryStore) nowMicros() int64 {
+func (m *memoryStore) nowMicros() int64 {
 	if m.clock != nil {
 		return m.clock.Now().UnixMicro()
 	}
@@ -261,7 +267,7 @@ func (m *memShard) reserveBatch(_ context.Context, reqs []request) ([]decision, 
 	return ds, nil
 }
 
-// decide is reserve, which on a MemoryStore never fails.
+// decide is reserve, which on a memory store never fails.
 func (m *memShard) decide(req request) decision {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -44,7 +44,7 @@ func (l *Limiter) interval(p Limit) (pico, bool) {
 	if m := l.memo.Load(); m != nil && m.l == p {
 		return m.t, true
 	}
-	t, err := p.validate()
+	t, err := p.checkedPace()
 	if err != nil { // invalid: the general path words the error
 		return pico{}, false
 	}
@@ -60,7 +60,7 @@ type limitMemo struct {
 
 // tryLimit is reserve with no wait for n from token bucket key (T t, burst
 // burst), if the bucket has no holes (ok false: it has).
-func (m *MemoryStore) tryLimit(prefix, key string, t pico, burst int64, n int) (d decision, ok bool) {
+func (m *memoryStore) tryLimit(prefix, key string, t pico, burst int64, n int) (d decision, ok bool) {
 	s := m.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -155,8 +155,8 @@ type foreign struct {
 }
 
 func (foreign) isPolicy()                   {}
-func (f foreign) Validate() error           { return f.err() }
-func (foreign) Quota() (int, time.Duration) { return 0, 0 }
+func (f foreign) validate() error           { return f.err() }
+func (foreign) quota() (int, time.Duration) { return 0, 0 }
 func (f foreign) String() string            { return f.name }
 
 func (f foreign) err() error {

@@ -5,11 +5,11 @@ import (
 	"slices"
 )
 
-// memSems are a MemoryStore's semaphores (Concurrency): hold.lua, renew.lua
+// memSems are a memory store's semaphores (Concurrency): hold.lua, renew.lua
 // and release.lua in Go, on the store's clock, and the room where the
 // store's blocked Holds wait, which a release wakes directly.
 type memSems struct {
-	leases map[string]map[string]int64 // semKey → lease id → the lease's end, µs; guarded by MemoryStore.mu
+	leases map[string]map[string]int64 // semKey → lease id → the lease's end, µs; guarded by memoryStore.mu
 	room   waitRoom
 }
 
@@ -19,7 +19,7 @@ func newMemSems() *memSems {
 
 // live is the semaphore's leases at now, those that ran out removed (and the
 // semaphore forgotten if none is left), and how many ran out. m.mu is held.
-func (m *MemoryStore) live(name string, now int64) (map[string]int64, int) {
+func (m *memoryStore) live(name string, now int64) (map[string]int64, int) {
 	ls := m.sems.leases[name]
 	n := len(ls)
 	for id, end := range ls {
@@ -36,12 +36,12 @@ func (m *MemoryStore) live(name string, now int64) (map[string]int64, int) {
 }
 
 // hold is hold.lua in Go; see that file for the contract.
-func (m *MemoryStore) hold(_ context.Context, prefix, key string, max int, lease int64, id string) (holdReply, error) {
+func (m *memoryStore) hold(_ context.Context, prefix, key string, max int, lease int64, id string) (holdReply, error) {
 	return m.holdNow(prefix, key, max, lease, id), nil
 }
 
-// holdNow is hold, which on a MemoryStore never fails.
-func (m *MemoryStore) holdNow(prefix, key string, max int, lease int64, id string) holdReply {
+// holdNow is hold, which on a memory store never fails.
+func (m *memoryStore) holdNow(prefix, key string, max int, lease int64, id string) holdReply {
 	name := semKey(prefix, key)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -66,7 +66,7 @@ func (m *MemoryStore) holdNow(prefix, key string, max int, lease int64, id strin
 }
 
 // renew is renew.lua in Go; see that file for the contract.
-func (m *MemoryStore) renew(_ context.Context, prefix, key string, lease int64, id string) (bool, error) {
+func (m *memoryStore) renew(_ context.Context, prefix, key string, lease int64, id string) (bool, error) {
 	name := semKey(prefix, key)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -81,7 +81,7 @@ func (m *MemoryStore) renew(_ context.Context, prefix, key string, lease int64, 
 
 // release is release.lua in Go; see that file for the contract. The freed
 // slot wakes the key's longest-waiting Hold.
-func (m *MemoryStore) release(_ context.Context, prefix, key, id string) (bool, error) {
+func (m *memoryStore) release(_ context.Context, prefix, key, id string) (bool, error) {
 	name := semKey(prefix, key)
 	m.mu.Lock()
 	ls, _ := m.live(name, m.nowMicros())
@@ -99,11 +99,11 @@ func (m *MemoryStore) release(_ context.Context, prefix, key, id string) (bool, 
 	return ok, nil
 }
 
-func (m *MemoryStore) waiters() *waitRoom { return &m.sems.room }
+func (m *memoryStore) waiters() *waitRoom { return &m.sems.room }
 
 // sweepSems forgets up to two semaphores whose leases have all run out:
 // amortised cleanup, as sweep does for buckets. m.mu is held.
-func (m *MemoryStore) sweepSems(now int64) {
+func (m *memoryStore) sweepSems(now int64) {
 	i := 0
 	for name := range m.sems.leases {
 		m.live(name, now)
@@ -113,4 +113,4 @@ func (m *MemoryStore) sweepSems(now int64) {
 	}
 }
 
-var _ holdStore = (*MemoryStore)(nil)
+var _ holdStore = (*memoryStore)(nil)

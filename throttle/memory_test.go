@@ -39,7 +39,7 @@ func TestMemorySweepKeepsBucketsBeingCharged(t *testing.T) {
 func TestReservationsAreBoundedBySpan(t *testing.T) {
 	lim := NewLimiter(NewMemoryStore(WithClock(newFakeClock())))
 	slow := Limit{Rate: 1, Period: time.Duration(maxSpan) * time.Microsecond, Burst: 1}
-	require.NoError(t, slow.Validate())
+	require.NoError(t, slow.validate())
 	ctx := context.Background()
 	granted := 0
 	for i := range 100 {

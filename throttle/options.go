@@ -22,7 +22,7 @@ type config struct {
 	prefetch       int
 
 	// FailLocal (see fallback.go)
-	hosts         Hosts
+	hosts         func() int
 	probeInterval time.Duration
 	onModeChange  func(mode string, err error)
 	clock         Clock // mode timing and the local bucket; nil: the real clock
@@ -57,7 +57,7 @@ func WithKeyPrefix(prefix string) Option {
 // By default, calls to a RedisStore that take the same buckets (same keys,
 // policies and n, no Share) while one of them is out share round trips:
 // the calls queued behind it go together in one script call, each decided
-// as if alone (see docs/benchmarks.md). A MemoryStore never coalesces.
+// as if alone (see docs/benchmarks.md). A memory store never coalesces.
 func WithoutCoalescing() Option {
 	return func(c *config) { c.noCoalescing = true }
 }
@@ -67,7 +67,7 @@ func WithoutCoalescing() Option {
 // once, for the calls of this process that follow while the grants are
 // fresh to take without a round trip (n from 1 to 255; 0, the default, is
 // off). A grant stays fresh for a 64th of the time its bucket takes to give
-// back all it grants at once (Policy.Quota), from 1 ms to 20 ms. It suits a
+// back all it grants at once (QuotaOf), from 1 ms to 20 ms. It suits a
 // worker pool whose limits seldom bind: its rate with a limit that never
 // denies is that of a pool without the round trip (docs/benchmarks.md).
 // Its cost is fairness: while booked grants wait in this process no other
@@ -103,24 +103,27 @@ func WithFailurePolicy(p FailurePolicy) Option {
 }
 
 // WithHosts tells FailLocal how many processes share the Limiter's limits: the
-// N each limit is divided by while the store is down. It may be a fixed count
-// (FixedHosts) or one learned at run time, say from a heartbeat the workers
-// keep in Redis (see Hosts for what such a count must do). Other policies
-// ignore it.
+// N each limit is divided by while the store is down. Other policies ignore
+// it; under FailLocal a nil hosts is a configuration error (see Limiter.Err).
+//
+// hosts may return a fixed count or one learned at run time, say from a
+// heartbeat the workers keep in Redis (workers.Hosts). It is called for each
+// call the local bucket answers, while the store is down: it must be cheap,
+// safe for concurrent use, and must not need the store, so a count learned
+// from the store must be answered from its last reading. A count below 1
+// means unknown: calls then fail as under FailClosed.
 //
 // Counting too many hosts is safe: the fleet gets less than its limit.
 // Counting too few is not: with k of N hosts missing from the count, a fleet in
 // fallback may take N/(N−k) times its limit. When in doubt, count high.
-func WithHosts(h Hosts) Option {
-	return func(c *config) { c.hosts = h }
+func WithHosts(hosts func() int) Option {
+	return func(c *config) { c.hosts = hosts }
 }
 
-// WithProbeInterval sets how long FailLocal answers calls from the local bucket,
+// withProbeInterval sets how long FailLocal answers calls from the local bucket,
 // without touching the store, after the store fails; then the next call asks
-// the store again (default 1s). A shorter interval returns to the shared limit
-// sooner; a longer one makes fewer callers wait on a store that is down. A
-// non-positive d keeps the default.
-func WithProbeInterval(d time.Duration) Option {
+// the store again (default 1s): for tests. A non-positive d keeps the default.
+func withProbeInterval(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
 			c.probeInterval = d
@@ -148,15 +151,16 @@ func withClock(clk Clock) Option {
 	return func(c *config) { c.clock = clk }
 }
 
-// defaultRefundTimeout is WithRefundTimeout's default.
+// defaultRefundTimeout is withRefundTimeout's default.
 const defaultRefundTimeout = 100 * time.Millisecond
 
-// WithRefundTimeout bounds the store call that gives back a cancelled
-// reservation's tokens (default 100 ms). When Wait's context ends, that call
-// runs after it, so Wait and Acquire return at most this long after their
-// context ends: the price of giving the tokens back. A refund that does not
-// finish in time is lost, which only wastes tokens, never grants extra ones.
-func WithRefundTimeout(d time.Duration) Option {
+// withRefundTimeout bounds the store call that gives back a cancelled
+// reservation's tokens (default 100 ms): for tests. When Wait's context ends,
+// that call runs after it, so Wait and Acquire return at most this long after
+// their context ends: the price of giving the tokens back. A refund that does
+// not finish in time is lost, which only wastes tokens, never grants extra
+// ones.
+func withRefundTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
 			c.refundTimeout = d
@@ -186,12 +190,12 @@ const (
 	// cheaper than not working.
 	FailOpen
 	// FailLocal limits each process by itself while the store is down: every
-	// bucket is served from a bucket in this process (a MemoryStore the Limiter
+	// bucket is served from a bucket in this process (a memory store the Limiter
 	// owns) with Rate/N per Period and Burst/N, where N is the number of live
 	// hosts given by WithHosts. Burst/N is rounded down, but is at least 1, so
 	// that a single token can always be had; a request for more tokens than
 	// this host's share of Burst fails with the store's error (ErrUnavailable),
-	// as do all calls while the Hosts count is below 1 (unknown).
+	// as do all calls while the count of hosts is below 1 (unknown).
 	//
 	// Bound: over any window of length t, N hosts in fallback take at most
 	// N·(Burst/N + Rate/N·t/Period) tokens. With N right that is the limit
@@ -210,7 +214,7 @@ const (
 	// exactly when the store cannot stop it.
 	//
 	// After a store failure the Limiter is in fallback mode (Mode, WithModeChange,
-	// the sluice.throttle.mode metric): for the probe interval (WithProbeInterval)
+	// the sluice.throttle.mode metric): for a second (the probe interval)
 	// calls go straight to the local bucket without touching the store, so no
 	// caller waits out a timeout against a dead server; after it, the next call
 	// asks the store, and if the store answers the Limiter is back in shared mode.

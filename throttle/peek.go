@@ -61,7 +61,7 @@ func (l *Limiter) bucketOf(key string, policy Policy) (Bucket, error) {
 	if err != nil {
 		return Bucket{}, err
 	}
-	if err := a.Validate(); err != nil {
+	if err := a.validate(); err != nil {
 		return Bucket{}, err
 	}
 	return Bucket{Key: key, Limit: a, N: 1}, nil

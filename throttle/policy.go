@@ -19,27 +19,48 @@ import (
 // from the key's state, never polled. The set is closed: only this package's
 // types implement Policy. A distributed semaphore, "at most Max in flight", is
 // Concurrency, used through Limiter.Hold.
+//
+// Validate checks a policy before any call; QuotaOf states its figures.
 type Policy interface {
-	// Validate reports why the policy cannot be used, or nil.
-	Validate() error
-	// Quota is the most the policy grants at once (Burst, Max or Capacity) and
-	// the time it takes for that much to come back after it was all taken: the
-	// figures an HTTP RateLimit-Policy header states.
-	Quota() (max int, window time.Duration)
 	String() string
 
+	validate() error
+	quota() (max int, window time.Duration)
 	isPolicy()
+}
+
+// Validate reports why p cannot be used, or nil: what Acquire, TryAcquire
+// and Reserve would return for it, checked before any call. The error
+// matches ErrInvalid.
+func Validate(p Policy) error {
+	a, err := asAlgo(p)
+	if err != nil {
+		return err
+	}
+	return a.validate()
+}
+
+// QuotaOf is the most p grants at once (a Limit's Burst, a window's Max, a
+// leaky bucket's Capacity) and the time it takes for that much to come back
+// after it was all taken: the figures an HTTP RateLimit-Policy header
+// states. An Adaptive policy's are its ceiling's. A nil p has none.
+func QuotaOf(p Policy) (n int, span time.Duration) {
+	a, err := asAlgo(p)
+	if err != nil {
+		return 0, 0
+	}
+	return a.quota()
 }
 
 func (Limit) isPolicy() {}
 
-// Quota is Burst tokens, and the time an empty bucket takes to refill them.
-func (l Limit) Quota() (int, time.Duration) {
+// quota is Burst tokens, and the time an empty bucket takes to refill them.
+func (l Limit) quota() (int, time.Duration) {
 	return l.Burst, micros(l.pace().times(int64(l.Burst)).ceil())
 }
 
 // algo is what every Policy is inside this package: its checks, its
-// parameters as the scripts read them, and its state on a MemoryStore.
+// parameters as the scripts read them, and its state on a memory store.
 //
 // Every algo's Redis side is a Lua module (lua/<kind>.lua) that the bucket
 // scripts dispatch to, so one script call serves buckets of any mix of
@@ -54,7 +75,7 @@ func (l Limit) Quota() (int, time.Duration) {
 type algo interface {
 	Policy
 	// check validates the policy and a request for n of it; an n that could
-	// never be granted is an InvalidError matching ErrTooLarge.
+	// never be granted is an invalidError matching ErrTooLarge.
 	check(n int) error
 	// kind names the algorithm's Lua module and its state key's suffix.
 	kind() kind
@@ -138,14 +159,14 @@ func stateKey(prefix, name string, a algo) string {
 	return redisKey(prefix, name) + ":" + a.kind().String()
 }
 
-// memState is one key's state in a MemoryStore, under an algo.
+// memState is one key's state in a memory store, under an algo.
 type memState interface {
 	// idleAt reports that the state holds nothing that matters at now or
 	// later (the Redis key would have expired), so the key can be forgotten.
 	idleAt(now int64) bool
 }
 
-// module is a policy's state on one key of a MemoryStore, bound to the
+// module is a policy's state on one key of a memory store, bound to the
 // policy of one call: the twin of the policy's Lua module (see algo).
 //
 // A handle is what a refund of a booking needs: a token or leaky bucket's
@@ -209,7 +230,7 @@ func checkN(n, limit int, what string) error {
 		return invalidf("n %d must be at least 1", n)
 	}
 	if n > limit {
-		return &InvalidError{Reason: fmt.Sprintf("n %d is larger than %s %d: it could never be granted", n, what, limit), tooLarge: true}
+		return &invalidError{reason: fmt.Sprintf("n %d is larger than %s %d: it could never be granted", n, what, limit), tooLarge: true}
 	}
 	return nil
 }

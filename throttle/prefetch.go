@@ -20,7 +20,7 @@ import (
 // prefetch, so that no process holds grants others are about to need.
 //
 // How long a grant stays fresh is the bucket's: a 64th of the time its
-// policy takes to give back all it grants at once (Quota), at least
+// policy takes to give back all it grants at once (QuotaOf), at least
 // minFresh and at most maxFresh.
 //
 // The promise holds on the bucket's books: every prefetched grant is a grant
@@ -52,7 +52,7 @@ const (
 // booked: a 64th of the time b's policy takes to give back all it grants at
 // once, from minFresh to maxFresh.
 func freshness(b Bucket) time.Duration {
-	_, refill := b.Limit.Quota()
+	_, refill := b.Limit.quota()
 	return min(max(refill/64, minFresh), maxFresh)
 }
 
@@ -118,7 +118,7 @@ func (p *prefetcher) reserve(ctx context.Context, req request) (decision, reques
 			}
 		}
 		if time.Since(s.last) <= fresh {
-			most, _ := sh.one.Limit.Quota()
+			most, _ := sh.one.Limit.quota()
 			want = max(0, min(p.max, 2*s.taken+1, s.room-most/2))
 		}
 		s.taken, back, last = 0, s.req, s.last

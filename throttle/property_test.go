@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Random calls on a token bucket agree on the MemoryStore, a real
+// Random calls on a token bucket agree on the memory store, a real
 // redis-server and miniredis (see runRandom), with cancels in any order, and
 // the grants that stand keep the token bucket's promise: in any span from
 // a to b, at most Burst + ⌊(b−a)/T⌋ tokens.

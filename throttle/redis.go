@@ -75,9 +75,6 @@ func (s *RedisStore) Close() error {
 
 func (s *RedisStore) configErr() error { return s.err }
 
-// Client is the client the store calls (see NewRedisStore).
-func (s *RedisStore) Client() redis.UniversalClient { return s.rdb }
-
 func (s *RedisStore) now() string {
 	if s.clock == nil {
 		return ""
@@ -448,13 +445,13 @@ func (s *RedisStore) fail(op string, err error) error {
 
 func storeErr(op string, err error) error {
 	if redis.HasErrorPrefix(err, "CROSSSLOT") {
-		return &InvalidError{Reason: "buckets acquired together are in different Redis Cluster slots: " + err.Error(), crossSlot: true}
+		return &invalidError{reason: "buckets acquired together are in different Redis Cluster slots: " + err.Error(), crossSlot: true}
 	}
-	var se *StoreError
+	var se *storeError
 	if errors.As(err, &se) {
 		return err
 	}
-	return &StoreError{Op: op, Err: err, refused: refusal(err)}
+	return &storeError{op: op, err: err, refused: refusal(err)}
 }
 
 // refusal reports a server that answered but will not let this client act:

@@ -137,7 +137,7 @@ func TestRedisStoreUsesCallersPoolAndHooks(t *testing.T) {
 	var seen atomic.Int64
 	rdb.AddHook(countingHook{&seen})
 	store := NewRedisStore(rdb)
-	assert.Same(t, rdb, store.Client())
+	assert.Same(t, rdb, store.rdb)
 
 	lim := NewLimiter(store, WithKeyPrefix(redistest.Prefix(t)))
 	_, err := lim.TryAcquire(context.Background(), "k", Limit{Rate: 1, Burst: 1}, 1)

@@ -68,7 +68,10 @@ func (r *Reservation) Slot() time.Time {
 
 // Wait sleeps until the reservation's slot and returns nil. If ctx ends first,
 // Wait cancels the reservation (its tokens go back) and returns ctx's error,
-// at most the Limiter's refund timeout (WithRefundTimeout) after ctx ended.
+// at most the Limiter's refund timeout (100 ms) after ctx ended: the store
+// call that gives the tokens back runs after ctx ended. A refund that does
+// not finish in time is lost, which only wastes tokens, never grants extra
+// ones.
 func (r *Reservation) Wait(ctx context.Context) error {
 	return r.wait(ctx, nil)
 }
@@ -168,8 +171,8 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 // is settled alone (a request bucket of cost 1 and a token bucket settled by
 // the answer). Settle after Cancel gave the turn back does nothing, and
 // Cancel after Settle does nothing. A key that is none of the reservation's
-// buckets, or an n below 0 or above 2^30, is an InvalidError. The store call
-// is bounded by the Limiter's refund timeout.
+// buckets, or an n below 0 or above 2^30, is an error matching ErrInvalid.
+// The store call is bounded by the Limiter's refund timeout.
 func (r *Reservation) Settle(ctx context.Context, key string, n int) error {
 	if n < 0 || n > maxBurst {
 		return invalidf("settle: n %d must be from 0 to %d", n, maxBurst)

@@ -38,7 +38,7 @@ func TestRedisSentinelFailover(t *testing.T) {
 	})
 	t.Cleanup(func() { rdb.Close() })
 	store := NewRedisStore(rdb)
-	assert.Same(t, rdb, store.Client(), "a failover client is used as it is")
+	assert.Same(t, rdb, store.rdb, "a failover client is used as it is")
 	lim := NewLimiter(store, WithKeyPrefix(redistest.Prefix(t)))
 	l := Limit{Rate: 1000, Burst: 1000}
 	require.NoError(t, lim.Acquire(ctx, "k", l, 1))

@@ -82,7 +82,7 @@ func runSettleRandom(t *testing.T, pols []algo, seed uint64, unit int64, debts b
 		case k < 9:
 			req := request{prefix: prefix, maxWait: -1}
 			for i, p := range pols {
-				limit, _ := p.Quota()
+				limit, _ := p.quota()
 				b := Bucket{Key: fmt.Sprintf("{k}%d", i), Limit: p, N: 1 + rng.IntN(limit)}
 				if rng.IntN(2) == 0 {
 					b.N = 1
@@ -378,9 +378,8 @@ func TestSettleReservation(t *testing.T) {
 			requests := Limit{Rate: 10, Period: time.Hour, Burst: 10}
 			r, err := lim.ReserveAll(ctx, []Bucket{{Key: "{api}:requests", Limit: requests, N: 1}, {Key: "{api}:tokens", Limit: tokens, N: 800}}, 0)
 			require.NoError(t, err)
-			var inv *InvalidError
-			require.ErrorAs(t, r.Settle(ctx, "{api}:other", 1), &inv)
-			require.ErrorAs(t, r.Settle(ctx, "{api}:tokens", -1), &inv)
+			require.ErrorIs(t, r.Settle(ctx, "{api}:other", 1), ErrInvalid)
+			require.ErrorIs(t, r.Settle(ctx, "{api}:tokens", -1), ErrInvalid)
 			require.NoError(t, r.Settle(ctx, "{api}:tokens", 100))
 			require.NoError(t, r.Settle(ctx, "{api}:tokens", 0), "a second settle does nothing")
 			s, err := lim.Peek(ctx, "{api}:tokens", tokens)

@@ -28,13 +28,13 @@ type Share struct {
 	// Weight is the tenant's weight, 1 to MaxShareWeight; 0 means 1.
 	Weight int
 	// Horizon is how far ahead of now a tenant may book the shared bucket;
-	// 0 means DefaultShareHorizon. At most MaxShareHorizon.
+	// 0 means 500 ms. At most MaxShareHorizon.
 	Horizon time.Duration
 }
 
 const (
-	// DefaultShareHorizon is a Share's Horizon when it has none.
-	DefaultShareHorizon = 500 * time.Millisecond
+	// defaultShareHorizon is a Share's Horizon when it has none.
+	defaultShareHorizon = 500 * time.Millisecond
 	// MaxShareHorizon bounds a Share's Horizon.
 	MaxShareHorizon = time.Hour
 	// MaxShareWeight bounds a Share's Weight.
@@ -63,7 +63,7 @@ type share struct {
 func checkShare(b *Bucket) (share, error) {
 	sh := *b.Share
 	if err := checkName(sh.Tenant); err != nil {
-		return share{}, invalidf("share of %q: tenant: %s", b.Key, err.(*InvalidError).Reason)
+		return share{}, invalidf("share of %q: tenant: %s", b.Key, err.(*invalidError).reason)
 	}
 	if sh.Weight == 0 {
 		sh.Weight = 1
@@ -72,7 +72,7 @@ func checkShare(b *Bucket) (share, error) {
 		return share{}, invalidf("share of %q: weight %d is not between 1 and %d", b.Key, sh.Weight, MaxShareWeight)
 	}
 	if sh.Horizon == 0 {
-		sh.Horizon = DefaultShareHorizon
+		sh.Horizon = defaultShareHorizon
 	}
 	if sh.Horizon < 0 || sh.Horizon > MaxShareHorizon {
 		return share{}, invalidf("share of %q: horizon %v is not between 0 and %v", b.Key, sh.Horizon, MaxShareHorizon)
@@ -83,7 +83,7 @@ func checkShare(b *Bucket) (share, error) {
 
 // perToken is p's time per token, in µs (at least 1): its quota's period over its count.
 func perToken(p Policy) int64 {
-	count, period := p.Quota()
+	count, period := p.quota()
 	return max(int64(period/time.Microsecond)/int64(count), 1)
 }
 

@@ -27,7 +27,7 @@ func BenchmarkShareTenants(b *testing.B) {
 	ctx := context.Background()
 	// 1000 turns a second, each booked ahead: with n tenants each tag moves
 	// n ms, so every tenant stays in the set for the whole run.
-	global := PerSecond(1000, 1000)
+	global := Limit{Rate: 1000, Burst: 1000}
 	var next atomic.Int64
 	b.SetParallelism(32 / max(1, runtime.GOMAXPROCS(0)))
 	b.ResetTimer()

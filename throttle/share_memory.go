@@ -6,7 +6,7 @@ import (
 )
 
 // memShares is lua/share.lua in Go: the tenants of each shared bucket of a
-// MemoryStore. The store's mutex guards it.
+// memory store. The store's mutex guards it.
 type memShares map[string]*memShare
 
 // memShare is one shared bucket's tenants.

@@ -21,12 +21,12 @@ var shareGlobal = Limit{Rate: 50, Period: time.Second, Burst: 5}
 // shareReq is a call of tenant t (weight w) on its own bucket and the shared one.
 func shareReq(prefix, t string, w int, maxWait int64) request {
 	return request{prefix: prefix, maxWait: maxWait,
-		one:  Bucket{Key: "{acct}:tenant:" + t, Limit: PerSecond(1000, 100), N: 1},
+		one:  Bucket{Key: "{acct}:tenant:" + t, Limit: Limit{Rate: 1000, Burst: 100}, N: 1},
 		more: []Bucket{{Key: "{acct}:global", Limit: shareGlobal, N: 1, Share: &Share{Tenant: t, Weight: w}}}}
 }
 
 // TestShareLockstep drives random calls of three tenants (weights 1, 1 and
-// 3) through one shared bucket on a MemoryStore, a real redis-server and
+// 3) through one shared bucket on a memory store, a real redis-server and
 // miniredis, and requires the same answer from each at every step:
 // share.lua and share_memory.go are one law.
 func TestShareLockstep(t *testing.T) {
@@ -83,7 +83,7 @@ func TestShareLockstep(t *testing.T) {
 }
 
 // fairSim runs tenants that always have work through a shared 50/s bucket
-// on a MemoryStore with a fake clock: each asks at its come-back place when
+// on a memory store with a fake clock: each asks at its come-back place when
 // over its share, else as soon as its last turn is due, and takes every
 // turn offered within a second. It returns each tenant's turns in [from, to).
 func fairSim(t *testing.T, weights map[string]int, from, to time.Duration) map[string]int {
@@ -109,7 +109,7 @@ func fairSim(t *testing.T, weights map[string]int, from, to time.Duration) map[s
 		}
 		clock.at(at)
 		r, err := lim.ReserveAll(context.Background(), []Bucket{
-			{Key: "{acct}:tenant:" + who, Limit: PerSecond(1000, 100)},
+			{Key: "{acct}:tenant:" + who, Limit: Limit{Rate: 1000, Burst: 100}},
 			{Key: "{acct}:global", Limit: shareGlobal, Share: &Share{Tenant: who, Weight: weights[who]}},
 		}, time.Second)
 		var lerr *LimitedError
@@ -153,7 +153,7 @@ func TestShareAlone(t *testing.T) {
 	ctx := context.Background()
 	take := func(who string) (*Reservation, error) {
 		return lim.ReserveAll(ctx, []Bucket{
-			{Key: "{acct}:tenant:" + who, Limit: PerSecond(1000, 100)},
+			{Key: "{acct}:tenant:" + who, Limit: Limit{Rate: 1000, Burst: 100}},
 			{Key: "{acct}:global", Limit: shareGlobal, Share: &Share{Tenant: who}},
 		}, time.Minute)
 	}
@@ -197,15 +197,15 @@ func TestShareAlone(t *testing.T) {
 }
 
 // TestShareForgets: a tenant's state goes once its tag has passed, in the
-// MemoryStore and in Redis (the keys expire), and the others' shares grow.
+// memory store and in Redis (the keys expire), and the others' shares grow.
 func TestShareForgets(t *testing.T) {
 	rdb := redistest.Shared(t).Client(t)
 	prefix := redistest.Prefix(t)
 	lim := NewLimiter(NewRedisStore(rdb), WithKeyPrefix(prefix))
 	ctx := context.Background()
 	_, err := lim.ReserveAll(ctx, []Bucket{
-		{Key: "{acct}:tenant:a", Limit: PerSecond(1000, 100)},
-		{Key: "{acct}:global", Limit: PerSecond(10, 10), Share: &Share{Tenant: "a", Weight: 2}},
+		{Key: "{acct}:tenant:a", Limit: Limit{Rate: 1000, Burst: 100}},
+		{Key: "{acct}:global", Limit: Limit{Rate: 10, Burst: 10}, Share: &Share{Tenant: "a", Weight: 2}},
 	}, time.Second)
 	require.NoError(t, err)
 	tags, info := shareKeys(prefix, "{acct}:global")
@@ -227,8 +227,8 @@ func TestShareInvalid(t *testing.T) {
 	ctx := context.Background()
 	call := func(sh, sh2 *Share) error {
 		_, err := lim.ReserveAll(ctx, []Bucket{
-			{Key: "{acct}:tenant:a", Limit: PerSecond(10, 10), Share: sh2},
-			{Key: "{acct}:global", Limit: PerSecond(10, 10), Share: sh},
+			{Key: "{acct}:tenant:a", Limit: Limit{Rate: 10, Burst: 10}, Share: sh2},
+			{Key: "{acct}:global", Limit: Limit{Rate: 10, Burst: 10}, Share: sh},
 		}, time.Second)
 		return err
 	}
@@ -250,7 +250,7 @@ func TestShareInvalid(t *testing.T) {
 
 // TestShares: Limiter.Shares lists the tenants with turns ahead, furthest
 // first, with their shares and their callers sent away, the same on a
-// MemoryStore and on Redis.
+// memory store and on Redis.
 func TestShares(t *testing.T) {
 	clock := newFakeClock()
 	prefix := redistest.Prefix(t)
@@ -264,7 +264,7 @@ func TestShares(t *testing.T) {
 			ctx := context.Background()
 			take := func(who string, w int) error {
 				_, err := lim.ReserveAll(ctx, []Bucket{
-					{Key: "{acct}:tenant:" + who, Limit: PerSecond(1000, 100)},
+					{Key: "{acct}:tenant:" + who, Limit: Limit{Rate: 1000, Burst: 100}},
 					{Key: "{acct}:global", Limit: shareGlobal, Share: &Share{Tenant: who, Weight: w}},
 				}, time.Minute)
 				return err
@@ -300,7 +300,7 @@ func TestShareAcquireAll(t *testing.T) {
 	lim := NewLimiter(NewRedisStore(redistest.Shared(t).Client(t)), WithKeyPrefix(redistest.Prefix(t)))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	global := PerSecond(1000, 10)
+	global := Limit{Rate: 1000, Burst: 10}
 	var mu sync.Mutex
 	var order []string
 	var wg sync.WaitGroup
@@ -310,7 +310,7 @@ func TestShareAcquireAll(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				err := lim.AcquireAll(ctx, []Bucket{
-					{Key: "{acct}:tenant:" + who, Limit: PerSecond(100000, 1000)},
+					{Key: "{acct}:tenant:" + who, Limit: Limit{Rate: 100000, Burst: 1000}},
 					{Key: "{acct}:global", Limit: global, Share: &Share{Tenant: who, Horizon: 20 * time.Millisecond}},
 				})
 				if assert.NoError(t, err) {

@@ -43,8 +43,8 @@ const maxLogMax = 10000
 // window is Window in microseconds.
 func (l SlidingLog) window() int64 { return int64(l.Window / time.Microsecond) }
 
-// Validate reports why l cannot be used, or nil.
-func (l SlidingLog) Validate() error {
+// validate reports why l cannot be used, or nil (see Validate).
+func (l SlidingLog) validate() error {
 	if l.Max > maxLogMax {
 		return invalidf("max %d is larger than %d", l.Max, maxLogMax)
 	}
@@ -55,14 +55,14 @@ func (l SlidingLog) Validate() error {
 }
 
 func (l SlidingLog) check(n int) error {
-	if err := l.Validate(); err != nil {
+	if err := l.validate(); err != nil {
 		return err
 	}
 	return checkN(n, l.Max, "max")
 }
 
-// Quota is Max tokens per Window.
-func (l SlidingLog) Quota() (int, time.Duration) { return l.Max, l.Window }
+// quota is Max tokens per Window.
+func (l SlidingLog) quota() (int, time.Duration) { return l.Max, l.Window }
 
 func (l SlidingLog) String() string { return fmt.Sprintf("%d per %v sliding log", l.Max, l.Window) }
 
@@ -78,7 +78,7 @@ func (l SlidingLog) share(hosts int) algo {
 	return l
 }
 
-// slidingLogState is one key's log in a MemoryStore, as the Redis list holds
+// slidingLogState is one key's log in a memory store, as the Redis list holds
 // it: grant times in µs, oldest first, non-decreasing.
 //
 // The log keeps only its newest Max entries. That loses nothing: every entry

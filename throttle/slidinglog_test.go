@@ -89,15 +89,15 @@ func TestSlidingLogInvalidBeforeIO(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { checkBeforeIO(t, "k", c.pol, c.n, c.is) })
 	}
-	assert.NoError(t, ok.Validate())
-	assert.NoError(t, SlidingLog{Max: maxLogMax, Window: time.Millisecond}.Validate())
+	assert.NoError(t, ok.validate())
+	assert.NoError(t, SlidingLog{Max: maxLogMax, Window: time.Millisecond}.validate())
 	assert.ErrorIs(t, ok.check(6), ErrTooLarge)
 	assert.NotErrorIs(t, ok.check(0), ErrTooLarge)
 }
 
 func TestSlidingLogQuotaAndShare(t *testing.T) {
 	l := SlidingLog{Max: 10, Window: time.Minute}
-	m, w := l.Quota()
+	m, w := l.quota()
 	assert.Equal(t, 10, m)
 	assert.Equal(t, time.Minute, w)
 	assert.Equal(t, "10 per 1m0s sliding log", l.String())
@@ -236,7 +236,7 @@ func TestSlidingLogLargestMax(t *testing.T) {
 	}
 }
 
-// Random calls agree on the MemoryStore, a real redis-server and miniredis,
+// Random calls agree on the memory store, a real redis-server and miniredis,
 // whose keys expire by their TTLs (see runRandom), down to windows of 1 ms;
 // slidingLogRandom's invariants hold.
 func TestSlidingLogRandomExpiry(t *testing.T) {

@@ -72,15 +72,15 @@ const (
 
 func (SlidingWindow) isPolicy() {}
 
-// Quota is Max per Window.
-func (p SlidingWindow) Quota() (int, time.Duration) { return p.Max, p.Window }
+// quota is Max per Window.
+func (p SlidingWindow) quota() (int, time.Duration) { return p.Max, p.Window }
 
 func (p SlidingWindow) String() string {
 	return fmt.Sprintf("%d per sliding %v in %d slots", p.Max, p.Window, p.slots())
 }
 
-// Validate reports why p cannot be used, or nil.
-func (p SlidingWindow) Validate() error {
+// validate reports why p cannot be used, or nil (see Validate).
+func (p SlidingWindow) validate() error {
 	if err := checkMax(p.Max); err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ func (p SlidingWindow) Validate() error {
 }
 
 func (p SlidingWindow) check(n int) error {
-	if err := p.Validate(); err != nil {
+	if err := p.validate(); err != nil {
 		return err
 	}
 	return checkN(n, p.Max, "max")

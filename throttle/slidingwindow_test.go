@@ -123,21 +123,21 @@ func TestSlidingWindowInvalid(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.p != ok {
-				assert.ErrorIs(t, c.p.Validate(), ErrInvalid)
+				assert.ErrorIs(t, c.p.validate(), ErrInvalid)
 			}
 			checkBeforeIO(t, "k", c.p, c.n, c.is)
 		})
 	}
-	require.NoError(t, SlidingWindow{Max: 1, Window: time.Millisecond, Slots: maxSlots}.Validate())
-	require.NoError(t, SlidingWindow{Max: maxBurst, Window: time.Hour, Slots: 1000}.Validate())
-	require.NoError(t, SlidingWindow{Max: 1, Window: micros(maxSpan), Slots: 1}.Validate())
+	require.NoError(t, SlidingWindow{Max: 1, Window: time.Millisecond, Slots: maxSlots}.validate())
+	require.NoError(t, SlidingWindow{Max: maxBurst, Window: time.Hour, Slots: 1000}.validate())
+	require.NoError(t, SlidingWindow{Max: 1, Window: micros(maxSpan), Slots: 1}.validate())
 }
 
 func TestSlidingWindowShare(t *testing.T) {
 	p := SlidingWindow{Max: 10, Window: time.Minute}
 	assert.Equal(t, SlidingWindow{Max: 5, Window: time.Minute}, p.share(2))
 	assert.Equal(t, SlidingWindow{Max: 1, Window: time.Minute}, p.share(11))
-	m, w := p.Quota()
+	m, w := p.quota()
 	assert.Equal(t, 10, m)
 	assert.Equal(t, time.Minute, w)
 	assert.Equal(t, "10 per sliding 1m0s in 10 slots", p.String())

@@ -6,8 +6,8 @@ import (
 )
 
 // Store keeps bucket state for a Limiter. It is implemented by *RedisStore
-// (shared by every process that uses the same Redis) and *MemoryStore (one
-// process); both make the same decisions, held to one conformance table.
+// (shared by every process that uses the same Redis) and by NewMemoryStore's
+// store (one process); both make the same decisions, held to one conformance table.
 type Store interface {
 	// reserve takes n from every bucket of req, or from none (see lua/reserve.lua).
 	reserve(ctx context.Context, req request) (decision, error)
@@ -36,7 +36,7 @@ type Store interface {
 }
 
 // Clock tells a store the time. Stores read it when given one through WithClock;
-// a RedisStore otherwise uses Redis TIME, a MemoryStore time.Now.
+// a RedisStore otherwise uses Redis TIME, a memory store time.Now.
 type Clock interface {
 	Now() time.Time
 }

@@ -1,6 +1,6 @@
 package throttle
 
-// tatState is a token or leaky bucket's state in a MemoryStore, as
+// tatState is a token or leaky bucket's state in a memory store, as
 // lua/tat.lua keeps it: the TAT, the instant at which the bucket has caught
 // up with everything booked, exactly (pico).
 type tatState struct{ tat pico }

@@ -34,18 +34,18 @@ type Ticket struct {
 //
 // (the bucket key as the bucket has it, so the record shares its Cluster
 // slot), written by lua/ticket.lua with a TTL of the wait until the slot plus
-// TicketGrace, and read and deleted in one step by lua/redeem.lua. Beside it,
+// ticketGrace, and read and deleted in one step by lua/redeem.lua. Beside it,
 //
 //	<prefix>{<key>}:void  =  "<µs of store time>"
 //
 // written by lua/void.lua when the bucket is reset (Limiter.Reset): a ticket
 // issued at or before it is void, as the turns it was booked among are gone.
-// It lives as long as a ticket can (maxSpan plus TicketGrace). A MemoryStore
+// It lives as long as a ticket can (maxSpan plus ticketGrace). A memory store
 // keeps the same records in its shards, with their expiry.
 const (
-	// TicketGrace is how long after its slot a ticket can still be redeemed;
+	// ticketGrace is how long after its slot a ticket can still be redeemed;
 	// then its record is gone.
-	TicketGrace = time.Minute
+	ticketGrace = time.Minute
 	// maxTicketNote bounds a ticket's note, in bytes.
 	maxTicketNote = 256
 	// ticketIDLen is the length of a ticket's ID: 16 bytes in hex.
@@ -72,7 +72,7 @@ func ticketKey(prefix, key, id string) string { return redisKey(prefix, key) + "
 func voidKey(prefix, key string) string { return redisKey(prefix, key) + ":void" }
 
 // ticketStore is what tickets need of a store, beyond the sealed Store
-// interface: RedisStore and MemoryStore have it. Times are µs.
+// interface: RedisStore and memoryStore have it. Times are µs.
 type ticketStore interface {
 	// issue writes the record of ticket id, for slot (store time), to be
 	// kept until grace after it.
@@ -90,7 +90,7 @@ type ticketStore interface {
 // store's clock (a Reservation's Slot, or a redeemed Ticket's At). It does
 // not take tokens: the turn must have been booked, and the ticket is how it
 // is redeemed, once, by whoever holds its ID. The record is kept until
-// TicketGrace after slot (a slot may be past: a late turn).
+// a minute after slot (a slot may be past: a late turn).
 //
 // Under FailLocal in fallback mode, or if the store cannot be reached, no
 // ticket is issued and the error matches ErrUnavailable.
@@ -107,7 +107,7 @@ func (l *Limiter) IssueTicket(ctx context.Context, key string, slot time.Time, n
 	}
 	at := slot.UnixMicro()
 	t := Ticket{ID: newTicketID(), Key: key, At: time.UnixMicro(at), Note: note}
-	now, err := l.seam.issue(ctx, ts, l.cfg.prefix, key, t.ID, at, int64(TicketGrace/time.Microsecond), note)
+	now, err := l.seam.issue(ctx, ts, l.cfg.prefix, key, t.ID, at, int64(ticketGrace/time.Microsecond), note)
 	t.Slot = time.Now().Add(micros(at - now))
 	if err != nil {
 		return Ticket{}, err
@@ -205,7 +205,7 @@ func (s *RedisStore) redeem(ctx context.Context, prefix, key, id string) (int64,
 }
 
 func (s *RedisStore) void(ctx context.Context, prefix, key string) error {
-	ttl := (maxSpan + int64(TicketGrace/time.Microsecond)) / 1000
+	ttl := (maxSpan + int64(ticketGrace/time.Microsecond)) / 1000
 	if err := voidScript.Run(ctx, s.rdb, []string{voidKey(prefix, key)}, s.now(), ttl).Err(); err != nil {
 		return s.fail("reset", err)
 	}
@@ -232,17 +232,17 @@ func parseTicket(rec string) (slot, issued int64, note string, err error) {
 	return slot, issued, note, nil
 }
 
-// memTicket is a ticket's record in a MemoryStore.
+// memTicket is a ticket's record in a memory store.
 type memTicket struct {
 	slot, exp, issued int64 // µs
 	note              string
 }
 
-func (m *MemoryStore) issue(ctx context.Context, prefix, key, id string, slot, grace int64, note string) (int64, error) {
+func (m *memoryStore) issue(ctx context.Context, prefix, key, id string, slot, grace int64, note string) (int64, error) {
 	return m.shard(key).issue(prefix, key, id, slot, grace, note)
 }
 
-func (m *MemoryStore) redeem(ctx context.Context, prefix, key, id string) (int64, int64, string, bool, error) {
+func (m *memoryStore) redeem(ctx context.Context, prefix, key, id string) (int64, int64, string, bool, error) {
 	return m.shard(key).redeem(prefix, key, id)
 }
 
@@ -278,7 +278,7 @@ func (m *memShard) redeem(prefix, key, id string) (int64, int64, string, bool, e
 	return t.slot, now, t.note, true, nil
 }
 
-func (m *MemoryStore) void(ctx context.Context, prefix, key string) error {
+func (m *memoryStore) void(ctx context.Context, prefix, key string) error {
 	return m.shard(key).void(prefix, key)
 }
 

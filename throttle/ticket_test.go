@@ -81,7 +81,7 @@ func runTickets(t *testing.T, newStore func(Clock) Store, prefix string) {
 	before, err := lim.IssueTicket(ctx, "api", clock.Now().Add(time.Second), "")
 	require.NoError(t, err, "step 5b")
 	clock.advance(time.Millisecond)
-	require.NoError(t, lim.Reset(ctx, "api", PerSecond(10, 1)), "step 5b")
+	require.NoError(t, lim.Reset(ctx, "api", Limit{Rate: 10, Burst: 1}), "step 5b")
 	clock.advance(time.Millisecond)
 	after, err := lim.IssueTicket(ctx, "api", clock.Now().Add(time.Second), "")
 	require.NoError(t, err, "step 5b")
@@ -119,13 +119,13 @@ func runTickets(t *testing.T, newStore func(Clock) Store, prefix string) {
 func TestTicketsMemory(t *testing.T) {
 	runTickets(t, func(c Clock) Store { return NewMemoryStore(WithClock(c)) }, "")
 
-	// A ticket never redeemed is forgotten TicketGrace after its slot.
+	// A ticket never redeemed is forgotten ticketGrace after its slot.
 	ctx := context.Background()
 	clock := newFakeClock()
 	lim := NewLimiter(NewMemoryStore(WithClock(clock)))
 	tk, err := lim.IssueTicket(ctx, "api", clock.Now().Add(time.Second), "")
 	require.NoError(t, err)
-	clock.advance(time.Second + TicketGrace)
+	clock.advance(time.Second + ticketGrace)
 	_, ok, err := lim.RedeemTicket(ctx, "api", tk.ID)
 	require.NoError(t, err)
 	assert.False(t, ok, "redeemed after its grace")
@@ -136,7 +136,7 @@ func TestTicketsRedis(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	runTickets(t, func(c Clock) Store { return NewRedisStore(rdb, WithClock(c)) }, prefix)
 
-	// The record lives beside its bucket until TicketGrace after its slot.
+	// The record lives beside its bucket until ticketGrace after its slot.
 	ctx := context.Background()
 	lim := NewLimiter(NewRedisStore(rdb), WithKeyPrefix(prefix))
 	tk, err := lim.IssueTicket(ctx, "api", time.Now().Add(3*time.Second), "fp")
@@ -144,7 +144,7 @@ func TestTicketsRedis(t *testing.T) {
 	key := prefix + "{api}:ticket:" + tk.ID
 	ttl, err := rdb.PTTL(ctx, key).Result()
 	require.NoError(t, err)
-	assert.InDelta(t, float64(3*time.Second+TicketGrace), float64(ttl), float64(100*time.Millisecond), "the record's TTL")
+	assert.InDelta(t, float64(3*time.Second+ticketGrace), float64(ttl), float64(100*time.Millisecond), "the record's TTL")
 	rec, err := rdb.Get(ctx, key).Result()
 	require.NoError(t, err)
 	assert.True(t, strings.HasSuffix(rec, " fp"), "the record %q", rec)

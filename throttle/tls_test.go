@@ -143,8 +143,8 @@ func TestRedisACLRefusesKeysOutsideThePrefix(t *testing.T) {
 	_, err := lim.TryAcquire(ctx, "api", l, 1)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, ErrUnavailable, "a refusal by Redis is a store error")
-	var se *StoreError
-	assert.True(t, errors.As(err, &se), "a *StoreError: %v", err)
+	var se *storeError
+	assert.True(t, errors.As(err, &se), "a *storeError: %v", err)
 	assert.True(t, redis.HasErrorPrefix(err, "NOPERM"), "the cause is Redis's NOPERM: %v", err)
 	assert.Less(t, time.Since(start), time.Second, "refused at once")
 	t.Logf("outside the prefix: %v", err)
@@ -172,16 +172,16 @@ func TestRedisWrongPassword(t *testing.T) {
 			for _, policy := range []Option{
 				WithFailurePolicy(FailClosed),
 				WithFailurePolicy(FailOpen),
-				func(c *config) { WithFailurePolicy(FailLocal)(c); WithHosts(FixedHosts(2))(c) },
+				func(c *config) { WithFailurePolicy(FailLocal)(c); WithHosts(fixedHosts(2))(c) },
 			} {
 				lim := newTLSLimiter(t, tlsClient(t, srv, tc.url), policy)
 				start := time.Now()
 				res, err := lim.TryAcquire(ctx, "api", l, 1)
 				require.Error(t, err, "granted: %+v", res)
 				assert.ErrorIs(t, err, ErrUnavailable)
-				var se *StoreError
+				var se *storeError
 				require.ErrorAs(t, err, &se)
-				assert.True(t, se.Refused(), "a refusal, not an outage")
+				assert.ErrorIs(t, err, ErrRefused, "a refusal, not an outage")
 				assert.True(t, redis.HasErrorPrefix(err, tc.reply), "the cause is Redis's %s: %v", tc.reply, err)
 				assert.Less(t, time.Since(start), 2*time.Second, "refused promptly")
 				assert.Equal(t, ModeShared, lim.Mode(), "a refusal does not switch to fallback")

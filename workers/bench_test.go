@@ -13,7 +13,7 @@ import (
 
 // BenchmarkPoolProcess is the pool's own work for one no-op job, asynq's
 // left out: its handler called directly, for a task type throttled by a
-// limit that never binds on a MemoryStore (no round trip) and for one that
+// limit that never binds on a memory store (no round trip) and for one that
 // is not throttled. cmd/load's pool group measures the whole job beside a
 // plain asynq server; this shows what the pool adds to each.
 func BenchmarkPoolProcess(b *testing.B) {

@@ -76,7 +76,7 @@ type Config struct {
 	StatusInterval time.Duration
 
 	// Hosts, if set, is refreshed by the pool on every asynq heartbeat (5 s),
-	// so the Limiter it is given to (throttle.WithHosts, for
+	// so the Limiter its Hosts method is given to (throttle.WithHosts, for
 	// throttle.FailLocal) knows how many processes share each limit. See
 	// HostsFor. nil means no count is kept.
 	Hosts *Hosts

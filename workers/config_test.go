@@ -53,7 +53,7 @@ func TestStartReportsHandleMistakes(t *testing.T) {
 	p, err := workers.NewPool(validConfig())
 	require.NoError(t, err)
 	ok := func(context.Context, *asynq.Task) error { return nil }
-	lim := throttle.PerSecond(10, 2)
+	lim := throttle.Limit{Rate: 10, Burst: 2}
 
 	p.HandleFunc("", ok, nil)
 	p.HandleFunc("nil", nil, nil)
@@ -65,7 +65,7 @@ func TestStartReportsHandleMistakes(t *testing.T) {
 	p.HandleFunc("bad global", ok, &workers.Policy{Name: "g", Limit: lim, Global: &throttle.Limit{Rate: 1}})
 	p.HandleFunc("cost", ok, &workers.Policy{Name: "cost", Limit: lim, Cost: 3})
 	p.HandleFunc("a", ok, &workers.Policy{Name: "shared", Limit: lim})
-	p.HandleFunc("b", ok, &workers.Policy{Name: "shared", Limit: throttle.PerSecond(5, 2)})
+	p.HandleFunc("b", ok, &workers.Policy{Name: "shared", Limit: throttle.Limit{Rate: 5, Burst: 2}})
 	p.HandleFunc("c", ok, &workers.Policy{Name: "shared", Limit: lim}) // same limits: fine
 	byTenant := func(*asynq.Task) (string, error) { return "acme", nil }
 	p.HandleFunc("fair no key", ok, &workers.Policy{Name: "f1", Limit: lim, Global: lim, Fair: true})

@@ -34,7 +34,7 @@ func ExamplePool() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	global := throttle.PerSecond(200, 20)
+	global := throttle.Limit{Rate: 200, Burst: 20}
 	pool.HandleFunc("email:send", func(ctx context.Context, t *asynq.Task) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://mail.example.com/send", nil)
 		if err != nil {
@@ -53,7 +53,7 @@ func ExamplePool() {
 		return nil
 	}, &workers.Policy{
 		Name:   "email",
-		Limit:  throttle.PerSecond(50, 5),
+		Limit:  throttle.Limit{Rate: 50, Burst: 5},
 		Key:    perTenant,
 		Global: &global,
 	})

@@ -34,8 +34,8 @@ func TestPoolFairShares(t *testing.T) {
 		}
 		ran <- v.Tenant
 		return nil
-	}, &workers.Policy{Name: "acct", Limit: throttle.PerSecond(1000, 100), Key: perTenant,
-		Global: throttle.PerSecond(20, 1), Fair: true})
+	}, &workers.Policy{Name: "acct", Limit: throttle.Limit{Rate: 1000, Burst: 100}, Key: perTenant,
+		Global: throttle.Limit{Rate: 20, Burst: 1}, Fair: true})
 	start(t, p)
 
 	for range 60 {

@@ -30,7 +30,7 @@ func TestPoolGlobalBucket(t *testing.T) {
 	p.HandleFunc("job", func(ctx context.Context, task *asynq.Task) error {
 		ran <- string(task.Payload())
 		return nil
-	}, &workers.Policy{Name: "acct", Limit: throttle.PerSecond(100, 10), Key: perTenant, Global: &global})
+	}, &workers.Policy{Name: "acct", Limit: throttle.Limit{Rate: 100, Burst: 10}, Key: perTenant, Global: &global})
 	start(t, p)
 
 	h.enqueue(t, queue.Task{Type: "job", Payload: []byte(`{"tenant": "a"}`)}, asynq.MaxRetry(0))

@@ -12,9 +12,9 @@ import (
 	"github.com/sluicehq/sluice/queue"
 )
 
-// Hosts counts the worker processes of a fleet, for throttle.WithHosts under
-// throttle.FailLocal: while the limiter's Redis is down, each process takes
-// 1/N of every limit, N being this count.
+// Hosts counts the worker processes of a fleet, for throttle.FailLocal: give
+// its Hosts method to throttle.WithHosts, and while the limiter's Redis is
+// down each process takes 1/N of every limit, N being this count.
 //
 // It reads the count from asynq's own heartbeats: every running asynq server
 // (one per Pool) keeps its record in the queue's Redis, refreshed every 5 s

@@ -38,7 +38,7 @@ func TestHostsCountsTheFleet(t *testing.T) {
 	})
 
 	// Given to a Limiter under FailLocal, the count is what it divides by.
-	lim := throttle.NewLimiter(throttle.NewMemoryStore(), throttle.WithFailurePolicy(throttle.FailLocal), throttle.WithHosts(counts[0]))
+	lim := throttle.NewLimiter(throttle.NewMemoryStore(), throttle.WithFailurePolicy(throttle.FailLocal), throttle.WithHosts(counts[0].Hosts))
 	require.NoError(t, lim.Err())
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -50,7 +50,7 @@ func fleetLimiter(t *testing.T, h *harness) *throttle.Limiter {
 // without going back to the queue.
 func TestPoolInFlightAcrossPools(t *testing.T) {
 	h := newHarness(t)
-	pol := &workers.Policy{Name: "exports", Limit: throttle.PerSecond(1000, 100), InFlight: 2, MaxWait: 20 * time.Second}
+	pol := &workers.Policy{Name: "exports", Limit: throttle.Limit{Rate: 1000, Burst: 100}, InFlight: 2, MaxWait: 20 * time.Second}
 	var g gauge
 	handler := func(ctx context.Context, task *asynq.Task) error {
 		g.enter()
@@ -109,7 +109,7 @@ func TestPoolInFlightSendsBack(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		g.leave(string(task.Payload()))
 		return nil
-	}, &workers.Policy{Name: "reports", Limit: throttle.PerSecond(1000, 100), InFlight: 1, MaxWait: 20 * time.Millisecond})
+	}, &workers.Policy{Name: "reports", Limit: throttle.Limit{Rate: 1000, Burst: 100}, InFlight: 1, MaxWait: 20 * time.Millisecond})
 	start(t, p)
 
 	const n = 5
@@ -149,7 +149,7 @@ func TestPoolInFlightLostSlot(t *testing.T) {
 		<-ctx.Done()
 		cancelled <- ctx.Err()
 		return ctx.Err()
-	}, &workers.Policy{Name: "sync", Limit: throttle.PerSecond(1000, 100), InFlight: 1, InFlightLease: 300 * time.Millisecond})
+	}, &workers.Policy{Name: "sync", Limit: throttle.Limit{Rate: 1000, Burst: 100}, InFlight: 1, InFlightLease: 300 * time.Millisecond})
 	start(t, p)
 
 	h.enqueue(t, queue.Task{Type: "sync"}, asynq.MaxRetry(0))
@@ -192,7 +192,7 @@ func TestPoolInFlightPanicReleases(t *testing.T) {
 	require.NoError(t, err)
 	p.HandleFunc("crash", func(ctx context.Context, task *asynq.Task) error {
 		panic("boom")
-	}, &workers.Policy{Name: "crash", Limit: throttle.PerSecond(1000, 100), InFlight: 1, InFlightLease: time.Minute})
+	}, &workers.Policy{Name: "crash", Limit: throttle.Limit{Rate: 1000, Burst: 100}, InFlight: 1, InFlightLease: time.Minute})
 	start(t, p)
 
 	id := h.enqueue(t, queue.Task{Type: "crash"}, asynq.MaxRetry(0))

@@ -34,7 +34,7 @@ func TestJobPath(t *testing.T) {
 	p.HandleFunc("job", func(context.Context, *asynq.Task) error {
 		ran <- struct{}{}
 		return nil
-	}, &workers.Policy{Name: "path", Limit: throttle.PerSecond(10, 1), MaxWait: 50 * time.Millisecond})
+	}, &workers.Policy{Name: "path", Limit: throttle.Limit{Rate: 10, Burst: 1}, MaxWait: 50 * time.Millisecond})
 	start(t, p)
 	for i := range n {
 		h.enqueue(t, queue.Task{Type: "job", Payload: []byte(strconv.Itoa(i))})

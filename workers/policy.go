@@ -88,7 +88,7 @@ type Policy struct {
 	InFlight int
 	// InFlightLease is how long a slot stays taken after the worker holding
 	// it dies: the lease is renewed every third of it while the handler
-	// runs. 0 means throttle.DefaultLease (30s); else from 100ms to 24h.
+	// runs. 0 means 30s (throttle.Concurrency's default); else from 100ms to 24h.
 	InFlightLease time.Duration
 	// Adapt makes the upstream's bucket adaptive (throttle.Adaptive): its
 	// limit, which must then be a throttle.Limit, is the ceiling; an
@@ -117,7 +117,7 @@ type Policy struct {
 	Weights map[string]int
 	// FairHorizon is how far ahead of now one key may book Global under
 	// Fair; 0 means the time Global takes to grant half of Config.Concurrency
-	// tokens, at most throttle.DefaultShareHorizon (see fairHorizon).
+	// tokens, at most 500ms (see fairHorizon).
 	FairHorizon time.Duration
 }
 
@@ -231,7 +231,7 @@ func newPolicy(pol Policy, defaultWait time.Duration, concurrency int) (*policy,
 	checkPolicy := func(name string, p throttle.Policy, cost int) {
 		if err := validate(p); err != nil {
 			bad("%s: %w", name, err)
-		} else if most, _ := p.Quota(); cost > most {
+		} else if most, _ := throttle.QuotaOf(p); cost > most {
 			bad("Cost %d is larger than %s's %s %d: no job could ever run", cost, name, quotaName(p), most)
 		}
 	}
@@ -313,7 +313,7 @@ func newPolicy(pol Policy, defaultWait time.Duration, concurrency int) (*policy,
 			return nil, fmt.Errorf("policy %q: Adapt needs a token bucket (throttle.Limit) as %s, not %T", pol.Name, field, ceiling)
 		}
 		a := throttle.Adaptive{Ceiling: l, Floor: pol.AdaptFloor}
-		if err := a.Validate(); err != nil {
+		if err := throttle.Validate(a); err != nil {
 			return nil, fmt.Errorf("policy %q: %w", pol.Name, err)
 		}
 		p.adaptive = &a
@@ -364,11 +364,11 @@ func limitsOf(pol Policy) ([]NamedLimit, error) {
 func lateTicket(limits []NamedLimit, global throttle.Policy) time.Duration {
 	span := time.Duration(math.MaxInt64)
 	for _, l := range limits {
-		_, s := l.Limit.Quota()
+		_, s := throttle.QuotaOf(l.Limit)
 		span = min(span, s)
 	}
 	if global != nil {
-		_, g := global.Quota()
+		_, g := throttle.QuotaOf(global)
 		span = min(span, g)
 	}
 	return min(max(span/2, minLateTicket), maxLateTicket)
@@ -379,12 +379,12 @@ const (
 	maxLateTicket = 2 * time.Second
 )
 
-// validate is p.Validate, with a nil policy (or a nil pointer to one) an error.
+// validate is throttle.Validate(p), with a nil policy (or a nil pointer to one) an error.
 func validate(p throttle.Policy) error {
 	if isNil(p) {
 		return errors.New("is nil")
 	}
-	return p.Validate()
+	return throttle.Validate(p)
 }
 
 // isNil reports a nil policy, or a nil pointer to one of throttle's.
@@ -437,7 +437,7 @@ func (p *policy) buckets(t *asynq.Task, m queue.Meta) ([]throttle.Bucket, string
 		if p.adaptive != nil && p.upGlobal {
 			g.Limit = *p.adaptive
 		}
-		if most, _ := p.global.Quota(); g.N > most {
+		if most, _ := throttle.QuotaOf(p.global); g.N > most {
 			return nil, "", fmt.Errorf("%w: policy %q: cost %d is more than Global's %s %d", ErrCost, p.Name, g.N, quotaName(p.global), most)
 		}
 		if p.Fair {
@@ -476,7 +476,7 @@ func (p *policy) cost(t *asynq.Task, m queue.Meta, i int) (int, error) {
 	case i == 0 && m.Cost > 0:
 		n = m.Cost
 	}
-	if most, _ := l.Limit.Quota(); n > most {
+	if most, _ := throttle.QuotaOf(l.Limit); n > most {
 		return 0, fmt.Errorf("%w: %s: cost %d is more than its %s %d", ErrCost, what, n, quotaName(l.Limit), most)
 	}
 	return n, nil
@@ -521,18 +521,22 @@ func BucketKey(pol Policy, key, limit string) string {
 
 // fairHorizon is the default FairHorizon for a process of concurrency slots
 // under global: the time global takes to grant half as many tokens as the
-// slots, at most throttle.DefaultShareHorizon and at least a millisecond.
+// slots, at most maxFairHorizon and at least a millisecond.
 // A key's jobs whose turns are booked wait for them in the slots, and asynq
 // hands jobs out in the order they were queued: if one key could book
 // further ahead than the slots hold, its backlog would fill every slot
 // within its share, and another key's jobs, queued behind, would never be
 // fetched. Half the slots leaves the other half fetching.
 func fairHorizon(global throttle.Policy, concurrency int) time.Duration {
-	count, period := global.Quota()
+	count, period := throttle.QuotaOf(global)
 	perToken := period / time.Duration(count)
 	h := perToken * time.Duration(max(concurrency, 1)) / 2
-	return min(max(h, time.Millisecond), throttle.DefaultShareHorizon)
+	return min(max(h, time.Millisecond), maxFairHorizon)
 }
+
+// maxFairHorizon caps the default FairHorizon: throttle's default Share
+// horizon.
+const maxFairHorizon = 500 * time.Millisecond
 
 // GlobalKey is the bucket pol's Global is kept in, "{name}:*global*", for a
 // program that reads it (Limiter.Peek, Limiter.Shares); "" without Global.

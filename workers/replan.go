@@ -137,7 +137,7 @@ func (p *Pool) replan(name string, pol *policy, once bool) {
 // the window), at most replanScan. The jobs beyond it keep their due times.
 func replanWave(pol *policy) int {
 	wave := func(p throttle.Policy) float64 {
-		n, w := p.Quota()
+		n, w := throttle.QuotaOf(p)
 		if w <= 0 {
 			return float64(n)
 		}
@@ -160,8 +160,8 @@ func replanWave(pol *policy) int {
 // are void when their jobs come back, which then take later ones anyway.
 func looser(old, pol *policy) bool {
 	faster := func(a, b throttle.Policy) bool {
-		na, wa := a.Quota()
-		nb, wb := b.Quota()
+		na, wa := throttle.QuotaOf(a)
+		nb, wb := throttle.QuotaOf(b)
 		if wa <= 0 || wb <= 0 {
 			return na > nb
 		}

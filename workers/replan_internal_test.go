@@ -19,14 +19,14 @@ func TestReplanLooserAndWave(t *testing.T) {
 		require.NoError(t, err)
 		return pp
 	}
-	slow := mk(Policy{Name: "a", Limit: throttle.PerSecond(2, 1)})
-	fast := mk(Policy{Name: "a", Limit: throttle.PerSecond(100, 10)})
-	bigger := mk(Policy{Name: "a", Limit: throttle.PerSecond(2, 5)})
-	keyed := mk(Policy{Name: "a", Limit: throttle.PerSecond(100, 10), Global: throttle.PerSecond(60, 6)})
-	keyedFast := mk(Policy{Name: "a", Limit: throttle.PerSecond(100, 10), Global: throttle.PerSecond(90, 9)})
-	keyedNoGlobal := mk(Policy{Name: "a", Limit: throttle.PerSecond(100, 10)})
-	in2 := mk(Policy{Name: "a", Limit: throttle.PerSecond(2, 1), InFlight: 2})
-	in4 := mk(Policy{Name: "a", Limit: throttle.PerSecond(2, 1), InFlight: 4})
+	slow := mk(Policy{Name: "a", Limit: throttle.Limit{Rate: 2, Burst: 1}})
+	fast := mk(Policy{Name: "a", Limit: throttle.Limit{Rate: 100, Burst: 10}})
+	bigger := mk(Policy{Name: "a", Limit: throttle.Limit{Rate: 2, Burst: 5}})
+	keyed := mk(Policy{Name: "a", Limit: throttle.Limit{Rate: 100, Burst: 10}, Global: throttle.Limit{Rate: 60, Burst: 6}})
+	keyedFast := mk(Policy{Name: "a", Limit: throttle.Limit{Rate: 100, Burst: 10}, Global: throttle.Limit{Rate: 90, Burst: 9}})
+	keyedNoGlobal := mk(Policy{Name: "a", Limit: throttle.Limit{Rate: 100, Burst: 10}})
+	in2 := mk(Policy{Name: "a", Limit: throttle.Limit{Rate: 2, Burst: 1}, InFlight: 2})
+	in4 := mk(Policy{Name: "a", Limit: throttle.Limit{Rate: 2, Burst: 1}, InFlight: 4})
 
 	for i, c := range []struct {
 		old, new *policy

@@ -38,11 +38,11 @@ func TestPoolUpstreamCoolsTheUpstreamBucket(t *testing.T) {
 			// turn less its burst (a token bucket keeps no earlier room).
 			global := throttle.Limit{Rate: 100, Period: time.Second, Burst: 500}
 			pol := workers.Policy{
-				Name: "acct", Limit: throttle.PerSecond(100, 10), Key: perTenant, Global: &global,
+				Name: "acct", Limit: throttle.Limit{Rate: 100, Burst: 10}, Key: perTenant, Global: &global,
 				Fair: true, Adapt: true, AdaptKey: tc.adaptKey,
 			}
 			if tc.named {
-				pol.Limits = []workers.NamedLimit{{Name: "tokens", Limit: throttle.PerSecond(1000, 100), Cost: 10}}
+				pol.Limits = []workers.NamedLimit{{Name: "tokens", Limit: throttle.Limit{Rate: 1000, Burst: 100}, Cost: 10}}
 			}
 			type call struct {
 				tenant string
@@ -74,7 +74,7 @@ func TestPoolUpstreamCoolsTheUpstreamBucket(t *testing.T) {
 			require.NoError(t, err)
 			_, globalRate, err := lim.AdaptiveLimit(ctx, workers.GlobalKey(pol), throttle.Adaptive{Ceiling: global})
 			require.NoError(t, err)
-			_, ownRate, err := lim.AdaptiveLimit(ctx, workers.BucketKey(pol, "a", ""), throttle.Adaptive{Ceiling: throttle.PerSecond(100, 10)})
+			_, ownRate, err := lim.AdaptiveLimit(ctx, workers.BucketKey(pol, "a", ""), throttle.Adaptive{Ceiling: throttle.Limit{Rate: 100, Burst: 10}})
 			require.NoError(t, err)
 
 			h.enqueue(t, queue.Task{Type: "job", Payload: []byte(`{"tenant": "b"}`)}, asynq.MaxRetry(0))

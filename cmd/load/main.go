@@ -296,7 +296,7 @@ func (r *report) print(w io.Writer, c config) {
 		hk := fmt.Sprintf("2 processes × %d goroutines, one key, %g/s burst %d", c.hotWorkers, c.hotRate, c.hotBurst)
 		// T is Period/Rate rounded up to a picosecond: a bucket never grants
 		// faster than asked, and says so if it grants measurably slower.
-		burst, refill := throttle.Limit{Rate: c.hotRate, Period: time.Second, Burst: c.hotBurst}.Quota()
+		burst, refill := throttle.QuotaOf(throttle.Limit{Rate: c.hotRate, Period: time.Second, Burst: c.hotBurst})
 		if own := float64(burst) / refill.Seconds(); own < 0.999*c.hotRate {
 			hk += fmt.Sprintf(", which grants %.0f/s", own)
 		}

@@ -19,7 +19,7 @@ import (
 // poolFigures are no-op jobs per second, through a plain asynq server and
 // through a workers.Pool whose limit never denies (its limiter on the same
 // Redis: coalesced, not, or with throttle.WithPrefetch; or in process, a
-// MemoryStore, which shows what the pool costs without its reserve round
+// memory store, which shows what the pool costs without its reserve round
 // trip), each the best of three runs taken in turn.
 type poolFigures struct {
 	asynq, pool, poolSingle, poolPrefetch, poolMemory float64
@@ -31,7 +31,7 @@ var never = throttle.Limit{Rate: 1e6, Period: time.Second, Burst: 1 << 20}
 // poolRates runs c.poolJobs no-op jobs with c.poolConcurrency workers:
 // plain asynq, the pool (calls coalesced, as it runs by default), the pool
 // with every reserve a round trip of its own, with WithPrefetch(workers), and
-// on a MemoryStore; three times each, in turn, the middle round in reverse
+// on a memory store; three times each, in turn, the middle round in reverse
 // order: on this kind of machine a run's rate depends on what ran just
 // before it (measured: the pool in process 1.06–1.37 × plain asynq when
 // plain asynq ran first in each round, 0.97–1.17 × when it ran last), and

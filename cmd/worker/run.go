@@ -209,9 +209,9 @@ func limiterOptions(c config, rc redisConfig, log *slog.Logger, tel *telemetry, 
 	}
 	switch {
 	case c.failure == throttle.FailLocal && hosts != nil:
-		opts = append(opts, throttle.WithHosts(hosts))
-	case c.failure == throttle.FailLocal:
-		opts = append(opts, throttle.WithHosts(throttle.FixedHosts(c.hosts)))
+		opts = append(opts, throttle.WithHosts(hosts.Hosts))
+	case c.failure == throttle.FailLocal: // --hosts N, at least 1 (parseFlags)
+		opts = append(opts, throttle.WithHosts(func() int { return c.hosts }))
 	}
 	return opts
 }

@@ -19,7 +19,7 @@ func TestRates(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
 	r := newRates(t0)
 	nop := asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil })
-	fast := r.counted(nop, &workers.Policy{Name: "http:request", Limit: throttle.PerSecond(50, 5)})
+	fast := r.counted(nop, &workers.Policy{Name: "http:request", Limit: throttle.Limit{Rate: 50, Burst: 5}})
 	slow := r.counted(nop, &workers.Policy{Name: "email:send", Limit: throttle.Limit{Rate: 100, Period: time.Minute, Burst: 10}})
 	odd := r.counted(nop, &workers.Policy{Name: "odd", Limit: throttle.Limit{Rate: 0.5, Burst: 1}})
 
@@ -50,7 +50,7 @@ func TestRates(t *testing.T) {
 	key, err := workers.KeyTemplate("{payload.tenant}")
 	require.NoError(t, err)
 	r = newRates(t0)
-	perTenant := r.counted(nop, &workers.Policy{Name: "export", Limit: throttle.PerSecond(50, 5), Key: key})
+	perTenant := r.counted(nop, &workers.Policy{Name: "export", Limit: throttle.Limit{Rate: 50, Burst: 5}, Key: key})
 	runs(perTenant, 240)
 	assert.Equal(t, "export 120.0/s over all keys, 50/s per key", r.snapshot(t0.Add(2*time.Second)))
 }

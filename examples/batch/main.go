@@ -40,7 +40,7 @@ const (
 
 // limit is the search cluster's budget for re-indexing: 40 records a second,
 // 10 at once.
-var limit = throttle.PerSecond(40, 10)
+var limit = throttle.Limit{Rate: 40, Burst: 10}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -31,7 +31,7 @@ const (
 )
 
 // limit is the one the whole fleet keeps.
-var limit = throttle.PerSecond(30, 5)
+var limit = throttle.Limit{Rate: 30, Burst: 5}
 
 // workerFlags are what the parent tells each worker.
 type workerFlags struct {

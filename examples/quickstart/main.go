@@ -49,7 +49,7 @@ func defaultOptions() options {
 		Jobs:        300,
 		Hosts:       3,
 		Concurrency: 4,
-		Limit:       throttle.PerSecond(25, 5), // 300 jobs: 5 at once, then 295 at 25/s: 11.8 s
+		Limit:       throttle.Limit{Rate: 25, Burst: 5},
 		MaxWait:     200 * time.Millisecond,
 		Work:        20 * time.Millisecond,
 		Timeout:     time.Minute,

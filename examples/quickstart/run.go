@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/throttle"
 )
 
 var errTimeout = errors.New("time is up")
@@ -26,7 +27,7 @@ func run(ctx context.Context, out io.Writer, o options) error {
 	if o.Jobs < 1 || o.Hosts < 1 || o.Concurrency < 1 || o.Timeout <= 0 {
 		return fmt.Errorf("invalid options: %d jobs, %d hosts, concurrency %d, timeout %v", o.Jobs, o.Hosts, o.Concurrency, o.Timeout)
 	}
-	if err := o.Limit.Validate(); err != nil {
+	if err := throttle.Validate(o.Limit); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, o.Timeout, errTimeout)

@@ -12,7 +12,7 @@ import (
 )
 
 // fakeAPI is a stand-in for a partner's rate-limited HTTP API. It allows its
-// limit (kept with a throttle.Limiter over a MemoryStore: the API's own
+// limit (kept with a throttle.Limiter over a memory store: the API's own
 // counter, nothing to do with the workers') and answers 429 with Retry-After
 // beyond it. During a maintenance window it answers every request 429 with
 // "Retry-After: 2".

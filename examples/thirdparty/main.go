@@ -62,10 +62,10 @@ const (
 
 var (
 	// apiLimit is what the partner allows: 10 a second, 10 at once.
-	apiLimit = throttle.PerSecond(10, 10)
+	apiLimit = throttle.Limit{Rate: 10, Burst: 10}
 	// policyLimit is what the fleet allows itself: the partner's rate, with
 	// a smaller burst.
-	policyLimit = throttle.PerSecond(10, 2)
+	policyLimit = throttle.Limit{Rate: 10, Burst: 2}
 )
 
 func main() {

@@ -68,7 +68,7 @@ func adaptTarget(s Spec) throttle.Policy {
 // adapt=off: a token bucket that can be an Adaptive's ceiling (any valid one).
 func adaptsByDefault(p throttle.Policy) bool {
 	l, isBucket := p.(throttle.Limit)
-	return isBucket && throttle.Adaptive{Ceiling: l}.Validate() == nil
+	return isBucket && throttle.Validate(throttle.Adaptive{Ceiling: l}) == nil
 }
 
 // apply sets sp.Adapt, sp.AdaptKey and sp.AdaptFloor from ad, once sp's

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/workers"
 )
 
@@ -51,7 +52,7 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(%q) = %+v, which does not validate: %v", s, sp, err)
 		}
 		for _, l := range sp.All() {
-			if err := l.Limit.Validate(); err != nil {
+			if err := throttle.Validate(l.Limit); err != nil {
 				t.Fatalf("Parse(%q): limit %v does not validate: %v", s, l.Limit, err)
 			}
 			if mostOf(l.Limit) < 1 || l.Cost < 0 {
@@ -59,7 +60,7 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		if sp.Global != nil {
-			if err := sp.Global.Validate(); err != nil {
+			if err := throttle.Validate(sp.Global); err != nil {
 				t.Fatalf("Parse(%q): global %v does not validate: %v", s, sp.Global, err)
 			}
 		}

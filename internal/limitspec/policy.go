@@ -1,7 +1,6 @@
 package limitspec
 
 import (
-	"errors"
 	"math"
 	"strings"
 	"time"
@@ -135,7 +134,7 @@ func shapeOf(p throttle.Policy) (sh shape, rate float64, period time.Duration) {
 
 // most is what a policy grants at once, and what that figure is called.
 func most(p throttle.Policy) (int, string) {
-	n, _ := p.Quota()
+	n, _ := throttle.QuotaOf(p)
 	switch p.(type) {
 	case throttle.Limit:
 		return n, optBurst
@@ -151,16 +150,14 @@ func validatePolicy(what string, p throttle.Policy) error {
 	if p == nil {
 		return invalidf("%sno limit", what)
 	}
-	err := p.Validate()
-	if err == nil {
-		return nil
+	if err := throttle.Validate(p); err != nil {
+		return invalidf("%s%s", what, reason(err))
 	}
-	var ie *throttle.InvalidError
-	if errors.As(err, &ie) {
-		return invalidf("%s%s", what, ie.Reason)
-	}
-	return invalidf("%s%v", what, err)
+	return nil
 }
+
+// reason is throttle's error without its package prefix.
+func reason(err error) string { return strings.TrimPrefix(err.Error(), "throttle: ") }
 
 // RateOf is p's RATE/UNIT as a spec writes it: a token or leaky bucket's
 // Rate per Period, a window policy's Max per Window; (0, 0) for a policy a

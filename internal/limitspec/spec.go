@@ -1,7 +1,6 @@
 package limitspec
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -542,11 +541,8 @@ func (s Spec) validate() (workers.KeyFunc, map[string]workers.CostFunc, error) {
 	case s.InFlight < 0:
 		return nil, nil, invalidf("in-flight %d must not be negative", s.InFlight)
 	case s.InFlight > 0:
-		var ie *throttle.InvalidError
-		if err := (throttle.Concurrency{Max: s.InFlight}).Validate(); errors.As(err, &ie) {
-			return nil, nil, invalidf("in-flight: %s", ie.Reason)
-		} else if err != nil {
-			return nil, nil, invalidf("in-flight: %v", err)
+		if err := (throttle.Concurrency{Max: s.InFlight}).Validate(); err != nil {
+			return nil, nil, invalidf("in-flight: %s", reason(err))
 		}
 	}
 	return key, costs, nil

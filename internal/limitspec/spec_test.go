@@ -188,7 +188,7 @@ func TestDefaultBurst(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	ok := flat{Type: "a", Limit: throttle.PerSecond(10, 10)}.spec()
+	ok := flat{Type: "a", Limit: throttle.Limit{Rate: 10, Burst: 10}}.spec()
 	require.NoError(t, ok.Validate())
 
 	tests := []struct {

@@ -15,7 +15,7 @@ import (
 )
 
 func ExampleMiddleware() {
-	// A MemoryStore for the example; replicas share throttle.NewRedisStore(rdb).
+	// A memory store for the example; replicas share throttle.NewRedisStore(rdb).
 	lim := throttle.NewLimiter(throttle.NewMemoryStore())
 	perMinute := throttle.Limit{Rate: 2, Period: time.Minute, Burst: 2}
 	m := httplimit.New(lim, perMinute,

@@ -62,7 +62,7 @@ func New(lim *throttle.Limiter, policy throttle.Policy, opts ...Option) *Middlew
 	m.tel = newTelemetry(m.cfg.meter, m.cfg.name)
 	m.err = m.check()
 	if m.err == nil {
-		q, window := policy.Quota()
+		q, window := throttle.QuotaOf(policy)
 		m.quota = q
 		m.fields = newFields(m.cfg.name, q, window)
 	}
@@ -78,13 +78,13 @@ func (m *Middleware) check() error {
 	case m.policy == nil:
 		return invalidf("policy is nil")
 	}
-	if err := m.policy.Validate(); err != nil {
+	if err := throttle.Validate(m.policy); err != nil {
 		return err
 	}
 	if err := checkName(m.cfg.name); err != nil {
 		return err
 	}
-	if q, _ := m.policy.Quota(); m.cfg.cost < 1 || m.cfg.cost > q {
+	if q, _ := throttle.QuotaOf(m.policy); m.cfg.cost < 1 || m.cfg.cost > q {
 		return invalidf("cost %d must be from 1 to the policy's quota, %d", m.cfg.cost, q)
 	}
 	return nil
@@ -149,11 +149,7 @@ func (m *Middleware) take(r *http.Request) (throttle.Result, error) {
 // outage reports whether err is the store being down, which WithFailOpen
 // serves through; a store that refused this client is not.
 func outage(err error) bool {
-	var se *throttle.StoreError
-	if errors.As(err, &se) {
-		return !se.Refused()
-	}
-	return errors.Is(err, throttle.ErrUnavailable)
+	return errors.Is(err, throttle.ErrUnavailable) && !errors.Is(err, throttle.ErrRefused)
 }
 
 // ErrorHandler answers a request the Middleware could not decide on; see
