@@ -202,9 +202,13 @@ func (r *Reservation) Settle(ctx context.Context, key string, n int) error {
 	d := decision{granted: true, local: r.d.local, wait: r.d.wait, now: r.d.now, handle: r.d.handleAt(i)}
 	ctx, cancel := context.WithTimeout(ctx, r.lim.cfg.refundTimeout)
 	defer cancel()
-	if _, err := r.lim.seam.charge(ctx, req, d, n, newID()); err != nil {
+	ok, err := r.lim.seam.charge(ctx, req, d, n, newID())
+	if err != nil {
 		r.lim.tel.storeError(ctx, "settle")
 		return err
+	}
+	if ok {
+		r.lim.tel.settles.Add(ctx, 1)
 	}
 	return nil
 }
