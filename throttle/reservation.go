@@ -160,11 +160,12 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 // settled job. n may be 0, and more than the bucket's burst.
 //
 // What a policy promises holds counting each grant at its settled cost, so a
-// bucket may get back less than the difference: a token bucket gets it all
-// while the reservation is its latest booking and less as later ones stand
-// on it; a fixed window only while its window is the one the bucket counts;
-// a sliding window or log only while the slot or entry is kept (the design
-// note, docs/throttle-design.md, has each policy's rule).
+// bucket may get back less than the difference: a token or leaky bucket gets
+// it all while the reservation is its latest booking, and under later ones
+// what its booking has not refilled yet (less the later bookings' turns), so
+// the sooner after its slot, the more; a fixed window only while the slot's
+// window is the one the bucket counts; a sliding window or log only while it
+// keeps the slot or entries (docs/throttle-design.md has each policy's rule).
 //
 // Each bucket of a reservation is settled at most once, however often Settle
 // is called or the store call retried; a bucket of a call that took several
