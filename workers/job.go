@@ -49,7 +49,8 @@ import (
 //	place        its place has come                             take a turn
 //	run          no in-flight slot while a ticket's turn is
 //	             fresh                                          take a turn
-//	             the handler returned nil                       done
+//	             the handler returned nil                       done, charged
+//	                                                            what it used (charge)
 //	             an *UpstreamError: the bucket cools down       back, holding a turn after it (archive past the horizon)
 //	             a queue.ThrottledError                         back after its RetryAfter (archive past the horizon)
 //	             an error, its in-flight slot lost meanwhile    back
@@ -67,12 +68,14 @@ import (
 type job struct {
 	task    *asynq.Task
 	rt      *route
-	pol     *policy      // the route's policy when the job began (SetPolicy may change it since); nil: unthrottled
-	note    upstreamNote // what the handler observed of the upstream's quota (ObserveResponse)
-	granted time.Time    // the slot its tokens were granted for, on the store's clock (Granted); zero if none
-	rate    float64      // the adaptive rate the job's turn was booked at (effective); 0 if none
-	meta    queue.Meta   // the task's sluice headers; a malformed one is left zero
-	retried int          // asynq's retry count of this run
+	pol     *policy               // the route's policy when the job began (SetPolicy may change it since); nil: unthrottled
+	note    upstreamNote          // what the handler observed of the upstream's quota (ObserveResponse)
+	used    usageNote             // the answer the handler observed, to read what it used (ObserveUsage)
+	res     *throttle.Reservation // the turn it runs on, if it took one here (not a ticket): charge settles it
+	granted time.Time             // the slot its tokens were granted for, on the store's clock (Granted); zero if none
+	rate    float64               // the adaptive rate the job's turn was booked at (effective); 0 if none
+	meta    queue.Meta            // the task's sluice headers; a malformed one is left zero
+	retried int                   // asynq's retry count of this run
 	start   time.Time
 	id      string       // asynq's task id
 	queue   string       // the queue asynq took the task from
@@ -151,6 +154,9 @@ func (p *Pool) process(ctx context.Context, task *asynq.Task) error {
 	j := p.newJob(ctx, task, rt)
 	ctx = context.WithValue(ctx, noteKey{}, &j.note)
 	ctx = context.WithValue(ctx, grantedKey{}, &j.granted)
+	if j.pol != nil && j.pol.settles {
+		ctx = context.WithValue(ctx, usageKey{}, &j.used)
+	}
 	f := runAt(time.Time{})
 	if p.superseded(ctx, j) {
 		f = fate{next: toCopied}
@@ -371,6 +377,7 @@ const ticketSlack = 250 * time.Millisecond
 // reservation as a ticket, to come back a little before its slot (see
 // sendBackWith). A refusal is the limiter's answer (see refused).
 func (p *Pool) acquire(ctx context.Context, j *job) fate {
+	j.res = nil
 	if p.stopping() {
 		return back(shutdownDelay, reasonShutdown)
 	}
@@ -406,7 +413,7 @@ func (p *Pool) acquire(ctx context.Context, j *job) fate {
 		_ = r.Wait(tctx) // with no delay it only marks the grant taken
 		span.End()
 		p.waited(ctx, j.rt, 0)
-		j.granted = r.Slot()
+		j.granted, j.res = r.Slot(), r
 		return runAt(r.Time())
 	}
 	wctx, cancel := context.WithCancel(tctx)
@@ -442,7 +449,7 @@ func (p *Pool) acquire(ctx context.Context, j *job) fate {
 		return takeTurn
 	}
 	p.waited(ctx, j.rt, d)
-	j.granted = r.Slot()
+	j.granted, j.res = r.Slot(), r
 	return runAt(r.Time())
 }
 
@@ -620,7 +627,8 @@ func (p *Pool) runHolding(ctx context.Context, j *job, turn time.Time) fate {
 // result is the fate of a job whose handler returned err:
 //
 //   - nil: done; what the handler saw of the upstream's quota, and its
-//     success, go to an adaptive bucket;
+//     success, go to an adaptive bucket, and the job's turn is charged
+//     what the answer says it used (charge);
 //   - an *UpstreamError cools the task's bucket down for the whole fleet and
 //     sends the job back with a turn after the cooldown (see upstream);
 //   - a queue.ThrottledError sends the job back after its RetryAfter (or a
@@ -635,6 +643,7 @@ func (p *Pool) result(ctx context.Context, j *job, err error) fate {
 			p.adaptSucceeded(ctx, j)
 			p.applyNote(ctx, j)
 		}
+		p.charge(ctx, j)
 		return fate{next: toDone}
 	}
 	var up *UpstreamError

@@ -47,6 +47,9 @@ type Pool struct {
 	// malformed holds the names of the policies whose upstream's unreadable
 	// rate-limit fields were warned of (warnMalformed).
 	malformed sync.Map
+	// unsettled holds the names of the policies whose jobs' real cost could
+	// not be read from an answer, once warned of (warnUnsettled).
+	unsettled sync.Map
 
 	mu      sync.Mutex
 	state   poolState
