@@ -214,6 +214,11 @@ func (p *Pool) charge(ctx context.Context, j *job) {
 		}
 		if err := j.res.Settle(sctx, j.buckets[i].Key, n); err != nil {
 			j.logger().Debug("workers: cannot settle the job's cost; its estimate stays charged", "limit", l.Name, "err", err)
+		} else if n < j.buckets[i].N {
+			select { // wake one job waiting for tokens (place)
+			case j.rt.gaveBack <- struct{}{}:
+			default:
+			}
 		}
 	}
 }

@@ -43,10 +43,13 @@ import (
 //	               woken by a change of limits or a lower rate  take a turn
 //	               a cooldown began meanwhile                   back after the cooldown
 //	             over its key's fair share, its place near      place
+//	             its policy's costs settled (NamedLimit.SettleFrom):
+//	               its tokens not there now, but within the budget place (unbooked)
 //	             over its key's fair share                      back to its place (archive past the horizon)
 //	             refused otherwise                              back (archive past the horizon)
 //	             the limiter's store down, the pool stopping    back
-//	place        its place has come                             take a turn
+//	place        its place has come, or a job's charge gave
+//	             tokens back (costs settled)                    take a turn
 //	run          no in-flight slot while a ticket's turn is
 //	             fresh                                          take a turn
 //	             the handler returned nil                       done, charged
@@ -386,7 +389,15 @@ func (p *Pool) acquire(ctx context.Context, j *job) fate {
 	}
 	budget := p.budget(ctx, j)
 	tctx, span := p.tel.tracer.Start(ctx, "workers.throttle")
-	r, err := p.cfg.Limiter.ReserveAll(tctx, j.buckets, max(p.remaining(j), budget))
+	ahead := max(p.remaining(j), budget)
+	if j.pol.settles {
+		// A turn booked ahead would stand on the bookings of the jobs
+		// running now, and their charge could give nothing back (see
+		// charge): the job takes its tokens only when they are there, and
+		// waits for them unbooked (place).
+		ahead = 0
+	}
+	r, err := p.cfg.Limiter.ReserveAll(tctx, j.buckets, ahead)
 	if err != nil {
 		span.RecordError(err)
 		span.End()
@@ -513,6 +524,9 @@ func (p *Pool) notReserved(ctx context.Context, j *job, err error) fate {
 func (p *Pool) refused(ctx context.Context, j *job, limited *throttle.LimitedError, after time.Duration) fate {
 	wait := max(limited.RetryAfter, after)
 	if !limited.OverShare {
+		if j.pol.settles && wait <= p.budget(ctx, j) && wait <= p.remaining(j) {
+			return fate{next: toPlace, delay: wait} // its tokens, unbooked (see acquire)
+		}
 		return backOrArchive(wait, reasonBudget)
 	}
 	trace.SpanFromContext(ctx).AddEvent("over its share", trace.WithAttributes(attribute.Float64("sluice.place_s", wait.Seconds())))
@@ -523,12 +537,20 @@ func (p *Pool) refused(ctx context.Context, j *job, limited *throttle.LimitedErr
 }
 
 // place is the step of a job waiting here for its place in its key's line,
-// d from now, after which it takes a turn.
+// d from now, or, for a policy whose costs are settled, for its tokens,
+// unbooked: d from now, or sooner if a job's charge gives tokens back; then
+// it takes a turn.
 func (p *Pool) place(ctx context.Context, j *job, d time.Duration) fate {
 	t := time.NewTimer(d)
 	defer t.Stop()
+	var gaveBack <-chan struct{}
+	if j.pol.settles {
+		gaveBack = j.rt.gaveBack
+	}
 	select {
 	case <-t.C:
+		return takeTurn
+	case <-gaveBack:
 		return takeTurn
 	case <-ctx.Done():
 		return gone(ctx.Err())
