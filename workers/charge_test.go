@@ -187,3 +187,60 @@ func TestSettleTemplate(t *testing.T) {
 		assert.Error(t, err, "case %d: %q", i, bad)
 	}
 }
+
+// Settle with the other options on: a key per tenant, a global bucket
+// shared fairly, an adaptive upstream bucket, named limits, and a policy
+// set at runtime (SetPolicy, as `sluice set` does). Each tenant's tokens
+// bucket is charged what its jobs used; a policy set without settle
+// leaves the estimate charged, and setting one with it back settles again.
+func TestPoolSettleWithEveryOption(t *testing.T) {
+	h := newHarness(t)
+	p, err := workers.NewPool(h.config(t))
+	require.NoError(t, err)
+	requests := throttle.Limit{Rate: 1, Period: time.Hour, Burst: 20}
+	tokens := throttle.Limit{Rate: 1, Period: time.Hour, Burst: 100}
+	global := throttle.Limit{Rate: 100, Period: time.Second, Burst: 100} // fast: no key is ever over its share
+	key, err := workers.KeyTemplate("tenant:{payload.tenant}")
+	require.NoError(t, err)
+	policy := func(settle bool) workers.Policy {
+		tok := workers.NamedLimit{Name: "tokens", Limit: tokens, CostFrom: costFrom(t, "{payload.max_tokens}")}
+		if settle {
+			tok.SettleFrom = settleFrom(t, "{answer.usage.total_tokens}")
+		}
+		return workers.Policy{Name: "llm", Key: key, Global: global, Fair: true, Adapt: true,
+			Limits: []workers.NamedLimit{{Name: "requests", Limit: requests}, tok}}
+	}
+	pol := policy(true)
+	ran := make(chan string, 16)
+	p.HandleFunc("llm", llmHandler(ran), &pol)
+	start(t, p)
+
+	job := func(tenant string, maxTokens, used int) []byte {
+		b, _ := json.Marshal(map[string]any{"tenant": tenant, "max_tokens": maxTokens, "used": used})
+		return b
+	}
+	tokKey := func(tenant string) string { return workers.BucketKey(pol, "tenant:"+tenant, "tokens") }
+	left := func(tenant string, want int, what string) {
+		t.Helper()
+		waitFor(t, 5*time.Second, what, func() bool { return h.remaining(t, tokKey(tenant), tokens) == want })
+	}
+	h.enqueue(t, queue.Task{Type: "llm", Payload: job("a", 50, 10)}, asynq.MaxRetry(0))
+	h.enqueue(t, queue.Task{Type: "llm", Payload: job("b", 40, 45)}, asynq.MaxRetry(0))
+	recv(t, ran, 10*time.Second, "a job")
+	recv(t, ran, 10*time.Second, "the other job")
+	left("a", 90, "tenant a: 40 unused back")
+	left("b", 55, "tenant b: 5 more taken on top")
+
+	// Set at runtime without settle: the estimate stays charged.
+	require.NoError(t, p.SetPolicy("llm", policy(false)))
+	h.enqueue(t, queue.Task{Type: "llm", Payload: job("a", 30, 10)}, asynq.MaxRetry(0))
+	recv(t, ran, 10*time.Second, "the job under the policy without settle")
+	left("a", 60, "tenant a: charged its estimate")
+	// And with it again: settled.
+	require.NoError(t, p.SetPolicy("llm", policy(true)))
+	h.enqueue(t, queue.Task{Type: "llm", Payload: job("a", 30, 10)}, asynq.MaxRetry(0))
+	recv(t, ran, 10*time.Second, "the job under the policy with settle")
+	left("a", 50, "tenant a: 20 unused back")
+	time.Sleep(100 * time.Millisecond)
+	assert.Equal(t, 50, h.remaining(t, tokKey("a"), tokens))
+}
