@@ -43,8 +43,10 @@ import (
 //	               woken by a change of limits or a lower rate  take a turn
 //	               a cooldown began meanwhile                   back after the cooldown
 //	             over its key's fair share, its place near      place
-//	             its policy's costs settled (NamedLimit.SettleFrom):
-//	               its tokens not there now, but within the budget place (unbooked)
+//	             its policy's costs settled (NamedLimit.SettleFrom),
+//	             which books no turn ahead: its tokens not there
+//	               now, but within the budget                   place (unbooked)
+//	               further off                                  back, without a ticket (archive past the horizon)
 //	             over its key's fair share                      back to its place (archive past the horizon)
 //	             refused otherwise                              back (archive past the horizon)
 //	             the limiter's store down, the pool stopping    back
@@ -378,7 +380,9 @@ const ticketSlack = 250 * time.Millisecond
 // of the adaptive rate wakes it, the tokens go back and it takes a new turn.
 // If its turn is further off, the job goes back to its queue keeping the
 // reservation as a ticket, to come back a little before its slot (see
-// sendBackWith). A refusal is the limiter's answer (see refused).
+// sendBackWith). A refusal is the limiter's answer (see refused). A job of
+// a policy whose costs are settled books no turn ahead: it takes its tokens
+// if they are there now, and is refused otherwise.
 func (p *Pool) acquire(ctx context.Context, j *job) fate {
 	j.res = nil
 	if p.stopping() {
