@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,7 +87,10 @@ func (u *upstream) serveLLM(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, `{"error": {"type": "rate_limit_error"}}`)
 		return
 	}
-	fmt.Fprintf(w, `{"id": "msg", "choices": [{"text": "..."}], "usage": {"prompt_tokens": 0, "completion_tokens": %d, "total_tokens": %d}}`+"\n", in.Use, in.Use)
+	// The text comes first and is longer than the 4 KiB the job keeps for
+	// the rate-limit fields: usage is read from further into the body.
+	fmt.Fprintf(w, `{"id": "msg", "choices": [{"text": %q}], "usage": {"prompt_tokens": 0, "completion_tokens": %d, "total_tokens": %d}}`+"\n",
+		strings.Repeat("lorem ipsum ", 500), in.Use, in.Use)
 }
 
 // runLLM sends jobs of maxTokens each, which use use tokens, through a
