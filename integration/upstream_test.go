@@ -32,6 +32,7 @@ type upstream struct {
 	refuse  refusal
 	served  int // requests answered so far, for refusal.after
 	started bool
+	llm     llmState
 }
 
 // upstreamConfig says how an upstream behaves. The zero value answers every
@@ -61,6 +62,9 @@ type upstreamConfig struct {
 	// Schedule, if set, changes the enforced Rate over time: each step's
 	// rate applies from its offset after the first request.
 	Schedule []rateStep
+	// LLM, if set, makes the upstream an LLM API limiting tokens, which it
+	// charges max_tokens up front and settles at usage (llm_test.go).
+	LLM *llmConfig
 }
 
 // rateStep is a rate the upstream enforces from At after its first request.
@@ -95,6 +99,7 @@ type request struct {
 	Status int
 	ID     string // the URL's "id" query parameter
 	Bucket string // the URL's "b" query parameter
+	Used   int    // an LLM upstream's: the tokens the request used
 }
 
 func newUpstream(tb testing.TB, cfg upstreamConfig) *upstream {
@@ -144,6 +149,10 @@ func (u *upstream) Refused() time.Time {
 }
 
 func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
+	if u.cfg.LLM != nil {
+		u.serveLLM(w, r)
+		return
+	}
 	now := time.Now()
 	q := r.URL.Query()
 	status, retryAfter, wait := u.decide(now)

@@ -105,3 +105,30 @@ func ExampleNamedLimit() {
 	// cost template "{payload.max_tokens}": payload field "max_tokens" is missing
 	// {llm}{tokens}:llm
 }
+
+// The tokens an LLM call books are its max_tokens; its answer says what it
+// used. A handler hands the answer to the pool with ObserveUsage, and the
+// pool settles the job's turn in the tokens bucket at what SettleFrom reads.
+func ExampleSettleTemplate() {
+	used, err := workers.SettleTemplate("{answer.usage.total_tokens}")
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = workers.NamedLimit{Name: "tokens", Limit: throttle.Limit{Rate: 90000, Period: time.Minute, Burst: 20000},
+		CostFrom: must(workers.CostTemplate("{payload.max_tokens}")), SettleFrom: used}
+	fmt.Println(used(nil, []byte(`{"id": "msg_1", "usage": {"prompt_tokens": 40, "completion_tokens": 140, "total_tokens": 180}}`)))
+	fmt.Println(used(nil, []byte(`{"id": "msg_1"}`)))
+
+	// In the pool's handler, after the call:
+	//	workers.ObserveUsage(ctx, resp.Header, body)
+	// Output:
+	// 180 <nil>
+	// 0 settle template "{answer.usage.total_tokens}": answer field "usage" is missing
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		log.Fatal(err)
+	}
+	return v
+}

@@ -43,13 +43,19 @@ import (
 //	               woken by a change of limits or a lower rate  take a turn
 //	               a cooldown began meanwhile                   back after the cooldown
 //	             over its key's fair share, its place near      place
+//	             its policy's costs settled (NamedLimit.SettleFrom),
+//	             which books no turn ahead: its tokens not there
+//	               now, but within the budget                   place (unbooked)
+//	               further off                                  back, without a ticket (archive past the horizon)
 //	             over its key's fair share                      back to its place (archive past the horizon)
 //	             refused otherwise                              back (archive past the horizon)
 //	             the limiter's store down, the pool stopping    back
-//	place        its place has come                             take a turn
+//	place        its place has come, or a job's charge gave
+//	             tokens back (costs settled)                    take a turn
 //	run          no in-flight slot while a ticket's turn is
 //	             fresh                                          take a turn
-//	             the handler returned nil                       done
+//	             the handler returned nil                       done, charged
+//	                                                            what it used (charge)
 //	             an *UpstreamError: the bucket cools down       back, holding a turn after it (archive past the horizon)
 //	             a queue.ThrottledError                         back after its RetryAfter (archive past the horizon)
 //	             an error, its in-flight slot lost meanwhile    back
@@ -67,12 +73,14 @@ import (
 type job struct {
 	task    *asynq.Task
 	rt      *route
-	pol     *policy      // the route's policy when the job began (SetPolicy may change it since); nil: unthrottled
-	note    upstreamNote // what the handler observed of the upstream's quota (ObserveResponse)
-	granted time.Time    // the slot its tokens were granted for, on the store's clock (Granted); zero if none
-	rate    float64      // the adaptive rate the job's turn was booked at (effective); 0 if none
-	meta    queue.Meta   // the task's sluice headers; a malformed one is left zero
-	retried int          // asynq's retry count of this run
+	pol     *policy               // the route's policy when the job began (SetPolicy may change it since); nil: unthrottled
+	note    upstreamNote          // what the handler observed of the upstream's quota (ObserveResponse)
+	used    usageNote             // the answer the handler observed, to read what it used (ObserveUsage)
+	res     *throttle.Reservation // the turn it runs on, if it took one here (not a ticket): charge settles it
+	granted time.Time             // the slot its tokens were granted for, on the store's clock (Granted); zero if none
+	rate    float64               // the adaptive rate the job's turn was booked at (effective); 0 if none
+	meta    queue.Meta            // the task's sluice headers; a malformed one is left zero
+	retried int                   // asynq's retry count of this run
 	start   time.Time
 	id      string       // asynq's task id
 	queue   string       // the queue asynq took the task from
@@ -151,6 +159,9 @@ func (p *Pool) process(ctx context.Context, task *asynq.Task) error {
 	j := p.newJob(ctx, task, rt)
 	ctx = context.WithValue(ctx, noteKey{}, &j.note)
 	ctx = context.WithValue(ctx, grantedKey{}, &j.granted)
+	if j.pol != nil && j.pol.settles {
+		ctx = context.WithValue(ctx, usageKey{}, &j.used)
+	}
 	f := runAt(time.Time{})
 	if p.superseded(ctx, j) {
 		f = fate{next: toCopied}
@@ -369,8 +380,11 @@ const ticketSlack = 250 * time.Millisecond
 // of the adaptive rate wakes it, the tokens go back and it takes a new turn.
 // If its turn is further off, the job goes back to its queue keeping the
 // reservation as a ticket, to come back a little before its slot (see
-// sendBackWith). A refusal is the limiter's answer (see refused).
+// sendBackWith). A refusal is the limiter's answer (see refused). A job of
+// a policy whose costs are settled books no turn ahead: it takes its tokens
+// if they are there now, and is refused otherwise.
 func (p *Pool) acquire(ctx context.Context, j *job) fate {
+	j.res = nil
 	if p.stopping() {
 		return back(shutdownDelay, reasonShutdown)
 	}
@@ -379,7 +393,15 @@ func (p *Pool) acquire(ctx context.Context, j *job) fate {
 	}
 	budget := p.budget(ctx, j)
 	tctx, span := p.tel.tracer.Start(ctx, "workers.throttle")
-	r, err := p.cfg.Limiter.ReserveAll(tctx, j.buckets, max(p.remaining(j), budget))
+	ahead := max(p.remaining(j), budget)
+	if j.pol.settles {
+		// A turn booked ahead would stand on the bookings of the jobs
+		// running now, and their charge could give nothing back (see
+		// charge): the job takes its tokens only when they are there, and
+		// waits for them unbooked (place).
+		ahead = 0
+	}
+	r, err := p.cfg.Limiter.ReserveAll(tctx, j.buckets, ahead)
 	if err != nil {
 		span.RecordError(err)
 		span.End()
@@ -406,7 +428,7 @@ func (p *Pool) acquire(ctx context.Context, j *job) fate {
 		_ = r.Wait(tctx) // with no delay it only marks the grant taken
 		span.End()
 		p.waited(ctx, j.rt, 0)
-		j.granted = r.Slot()
+		j.granted, j.res = r.Slot(), r
 		return runAt(r.Time())
 	}
 	wctx, cancel := context.WithCancel(tctx)
@@ -442,7 +464,7 @@ func (p *Pool) acquire(ctx context.Context, j *job) fate {
 		return takeTurn
 	}
 	p.waited(ctx, j.rt, d)
-	j.granted = r.Slot()
+	j.granted, j.res = r.Slot(), r
 	return runAt(r.Time())
 }
 
@@ -506,6 +528,9 @@ func (p *Pool) notReserved(ctx context.Context, j *job, err error) fate {
 func (p *Pool) refused(ctx context.Context, j *job, limited *throttle.LimitedError, after time.Duration) fate {
 	wait := max(limited.RetryAfter, after)
 	if !limited.OverShare {
+		if j.pol.settles && wait <= p.budget(ctx, j) && wait <= p.remaining(j) {
+			return fate{next: toPlace, delay: wait} // its tokens, unbooked (see acquire)
+		}
 		return backOrArchive(wait, reasonBudget)
 	}
 	trace.SpanFromContext(ctx).AddEvent("over its share", trace.WithAttributes(attribute.Float64("sluice.place_s", wait.Seconds())))
@@ -516,12 +541,20 @@ func (p *Pool) refused(ctx context.Context, j *job, limited *throttle.LimitedErr
 }
 
 // place is the step of a job waiting here for its place in its key's line,
-// d from now, after which it takes a turn.
+// d from now, or, for a policy whose costs are settled, for its tokens,
+// unbooked: d from now, or sooner if a job's charge gives tokens back; then
+// it takes a turn.
 func (p *Pool) place(ctx context.Context, j *job, d time.Duration) fate {
 	t := time.NewTimer(d)
 	defer t.Stop()
+	var gaveBack <-chan struct{}
+	if j.pol.settles {
+		gaveBack = j.rt.gaveBack
+	}
 	select {
 	case <-t.C:
+		return takeTurn
+	case <-gaveBack:
 		return takeTurn
 	case <-ctx.Done():
 		return gone(ctx.Err())
@@ -620,7 +653,8 @@ func (p *Pool) runHolding(ctx context.Context, j *job, turn time.Time) fate {
 // result is the fate of a job whose handler returned err:
 //
 //   - nil: done; what the handler saw of the upstream's quota, and its
-//     success, go to an adaptive bucket;
+//     success, go to an adaptive bucket, and the job's turn is charged
+//     what the answer says it used (charge);
 //   - an *UpstreamError cools the task's bucket down for the whole fleet and
 //     sends the job back with a turn after the cooldown (see upstream);
 //   - a queue.ThrottledError sends the job back after its RetryAfter (or a
@@ -635,6 +669,7 @@ func (p *Pool) result(ctx context.Context, j *job, err error) fate {
 			p.adaptSucceeded(ctx, j)
 			p.applyNote(ctx, j)
 		}
+		p.charge(ctx, j)
 		return fate{next: toDone}
 	}
 	var up *UpstreamError

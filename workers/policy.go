@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -139,6 +140,15 @@ type NamedLimit struct {
 	// job whose cost cannot be read, or is less than 1 or more than the
 	// limit grants at once, is archived with an error matching ErrCost.
 	CostFrom CostFunc
+	// SettleFrom, if set, reads what a job really used of the limit from
+	// its handler's answer (ObserveUsage), such as the usage of an LLM call
+	// (SettleTemplate builds one): once the handler returns nil, the job's
+	// turn is settled at that cost, the difference from its estimate going
+	// back to the bucket or taken on top (throttle.Reservation.Settle). A
+	// value that cannot be read leaves the estimate charged, with a warning
+	// once per policy. A job that ran on a ticket (its turn booked before it
+	// was sent back) stays charged its estimate.
+	SettleFrom SettleFunc
 }
 
 // CostFunc reads the tokens a job costs from its task. CostTemplate builds
@@ -170,6 +180,7 @@ type policy struct {
 	slots    throttle.Concurrency // InFlight and InFlightLease; Max 0 without InFlight
 	fp       string               // fingerprint of the limits, for the tickets booked under them
 	late     time.Duration        // how late past its slot a ticket is still honoured (see lateTicket)
+	settles  bool                 // a limit has a SettleFrom: its jobs are charged what they used (charge)
 }
 
 // CheckName reports why name cannot be a Policy's Name, or nil: it is
@@ -320,6 +331,7 @@ func newPolicy(pol Policy, defaultWait time.Duration, concurrency int) (*policy,
 	}
 	p.fp = fingerprint(p)
 	p.late = lateTicket(p.limits, p.global)
+	p.settles = slices.ContainsFunc(p.limits, func(l NamedLimit) bool { return l.SettleFrom != nil })
 	if p.Fair && p.FairHorizon == 0 {
 		// After the fingerprint: processes of other concurrencies share
 		// one set of limits.

@@ -47,6 +47,9 @@ type Pool struct {
 	// malformed holds the names of the policies whose upstream's unreadable
 	// rate-limit fields were warned of (warnMalformed).
 	malformed sync.Map
+	// unsettled holds the names of the policies whose jobs' real cost could
+	// not be read from an answer, once warned of (warnUnsettled).
+	unsettled sync.Map
 
 	mu      sync.Mutex
 	state   poolState
@@ -85,6 +88,9 @@ type route struct {
 	tel  *routeTelemetry
 
 	waiting atomic.Int64 // jobs of the route waiting in this process now
+	// gaveBack wakes one job of the route waiting unbooked for tokens
+	// (place) when a job's charge gave tokens back (see charge).
+	gaveBack chan struct{}
 }
 
 // NewPool checks cfg and returns a Pool that is ready for Handle. It does no
@@ -162,7 +168,7 @@ func (p *Pool) newRoute(taskType string, h asynq.Handler, pol *Policy) (*route, 
 	case p.routes[taskType] != nil:
 		return nil, errors.New("task type registered twice")
 	}
-	rt := &route{h: h}
+	rt := &route{h: h, gaveBack: make(chan struct{}, 1)}
 	if pol != nil {
 		pp, err := newPolicy(*pol, p.cfg.MaxWait, p.cfg.Concurrency)
 		if err != nil {

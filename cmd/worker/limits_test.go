@@ -77,3 +77,23 @@ func TestLoadLimits(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, got)
 }
+
+// settle= on a named limit reaches the pool's policy as its SettleFrom.
+func TestSpecPolicySettle(t *testing.T) {
+	got, err := loadLimits([]string{
+		"http:request=3000/m,name=requests",
+		"http:request=90000/m,burst=20000,name=tokens,cost={body.max_tokens},settle={answer.usage.total_tokens}",
+	}, "")
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	pol := got[0].spec.Policy
+	require.Len(t, pol.Limits, 2)
+	assert.Nil(t, pol.Limits[0].SettleFrom)
+	require.NotNil(t, pol.Limits[1].SettleFrom)
+	n, err := pol.Limits[1].SettleFrom(nil, []byte(`{"usage": {"total_tokens": 180}}`))
+	require.NoError(t, err)
+	assert.Equal(t, 180, n)
+
+	_, err = loadLimits([]string{"sleep=5/s,name=t,settle={answer.usage.total_tokens}"}, "")
+	assert.ErrorContains(t, err, "is for type http:request")
+}

@@ -149,13 +149,14 @@ func (h *Handler) do(ctx context.Context, r Request) error {
 		}
 		return fmt.Errorf("%s: %s: %w", TaskType, what, err)
 	}
-	head, excerpt := drainAndClose(resp.Body)
+	read, excerpt := drainAndClose(resp.Body)
 	now := time.Now
 	if h.Now != nil {
 		now = h.Now
 	}
-	answer := backoff.ParseAnswer(resp.StatusCode, resp.Header, head, now())
-	workers.ObserveAnswer(ctx, answer) // its rate-limit fields, for an adaptive limit
+	answer := backoff.ParseAnswer(resp.StatusCode, resp.Header, read[:min(len(read), maxHead)], now())
+	workers.ObserveAnswer(ctx, answer)           // its rate-limit fields, for an adaptive limit
+	workers.ObserveUsage(ctx, resp.Header, read) // what the job used, for a limit's settle=
 
 	switch code := resp.StatusCode; {
 	case code >= 200 && code <= 299:
@@ -170,14 +171,13 @@ func (h *Handler) do(ctx context.Context, r Request) error {
 }
 
 // drainAndClose reads up to maxDrain bytes of body, closes it, and returns
-// its first maxHead bytes, and their start for an error message: ": " and
-// the text, quoted, or "" for an empty body.
-func drainAndClose(body io.ReadCloser) (head []byte, excerpt string) {
+// them, and their start for an error message: ": " and the text, quoted, or
+// "" for an empty body. An answer's usage (settle=) may come at the end of
+// its body, so all that is read is kept.
+func drainAndClose(body io.ReadCloser) (read []byte, excerpt string) {
 	defer body.Close()
-	buf := make([]byte, maxHead)
-	n, _ := io.ReadFull(body, buf)
-	_, _ = io.CopyN(io.Discard, body, maxDrain-int64(n))
-	return buf[:n], excerptOf(buf[:min(n, maxExcerpt+1)]) // one more, to tell whether it was cut
+	buf, _ := io.ReadAll(io.LimitReader(body, maxDrain))
+	return buf, excerptOf(buf[:min(len(buf), maxExcerpt+1)]) // one more, to tell whether it was cut
 }
 
 // excerptOf makes the first maxExcerpt bytes of b readable in one line:

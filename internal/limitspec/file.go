@@ -41,6 +41,7 @@ type fileLimit struct {
 	Slots    *int     `json:"slots"`    // sliding-window; absent: 10
 	Capacity *int     `json:"capacity"` // leaky-bucket; absent: the default, as burst
 	Cost     fileCost `json:"cost"`     // a number, or a template string; absent: 1
+	Settle   string   `json:"settle"`   // a named limit's settle template; absent: the cost stays charged
 }
 
 // fileNamed is one of an entry's named limits.
@@ -88,7 +89,8 @@ func (c *fileCost) UnmarshalJSON(b []byte) error {
 //	  {"type": "report", "rate": "100/m", "policy": "sliding-log"},
 //	  {"type": "http:request", "limits": [
 //	    {"name": "requests", "rate": "3000/m"},
-//	    {"name": "tokens", "rate": "90000/m", "cost": "{body.max_tokens}"}
+//	    {"name": "tokens", "rate": "90000/m", "cost": "{body.max_tokens}",
+//	     "settle": "{answer.usage.total_tokens}"}
 //	  ]}
 //	]}
 //
@@ -98,7 +100,8 @@ func (c *fileCost) UnmarshalJSON(b []byte) error {
 // (burst for token-bucket, slots for sliding-window, capacity for
 // leaky-bucket). cost is a number, or a template string. A type's named
 // limits (see [ParseAll]) are a list under it, "limits", each with a name
-// and a limit's own fields (rate, policy, burst, slots, capacity, cost);
+// and a limit's own fields (rate, policy, burst, slots, capacity, cost,
+// and settle, a template of what a job really used: see [Parse]);
 // the entry's other fields are the type's, and an entry with "limits" may
 // leave out "rate" (with it, the entry has an unnamed limit too). Unknown
 // fields, a field given twice in one object, a file without "limits", text
@@ -241,6 +244,8 @@ func (e fileEntry) spec() (Spec, error) {
 		parts = append(parts, pt)
 	} else if e.Policy != "" || e.Burst != nil || e.Slots != nil || e.Capacity != nil || e.Cost.set {
 		return Spec{}, invalidf(`policy, burst, slots, capacity and cost go with "rate" (or in each of "limits")`)
+	} else if e.Settle != "" {
+		return Spec{}, invalidf(`settle goes with a named limit, in "limits"`)
 	}
 	for i, l := range e.Limits {
 		if l.Name == "" {
@@ -335,6 +340,7 @@ func (l fileLimit) part(typ, name string) (part, error) {
 	case l.Cost.set:
 		pt.cost = strconv.Itoa(l.Cost.n)
 	}
+	pt.settle = l.Settle
 	return pt, nil
 }
 

@@ -23,6 +23,7 @@ type flat struct {
 	Weights  map[string]int
 	Named    []workers.NamedLimit // without their CostFrom
 	Costs    map[string]string    // the cost templates
+	Settles  map[string]string    // the settle templates
 }
 
 // spec is f as a Spec, without the Key its template makes.
@@ -30,7 +31,7 @@ func (f flat) spec() Spec {
 	sp := Spec{Policy: workers.Policy{
 		Name: f.Type, Limit: f.Limit, MaxWait: f.MaxWait, Cost: f.Cost, InFlight: f.InFlight,
 		Adapt: f.Adapt, AdaptFloor: f.Floor, Fair: f.Fair, Weights: f.Weights,
-	}, KeyTemplate: f.Key, CostTemplates: f.Costs}
+	}, KeyTemplate: f.Key, CostTemplates: f.Costs, SettleTemplates: f.Settles}
 	sp.Limits = f.Named
 	if f.Global != nil {
 		sp.Global = *f.Global
@@ -48,11 +49,14 @@ func flatOf(sp Spec) flat {
 		f.Global = &g
 	}
 	for _, l := range sp.Limits {
-		l.CostFrom = nil
+		l.CostFrom, l.SettleFrom = nil, nil
 		f.Named = append(f.Named, l)
 	}
 	if len(sp.CostTemplates) > 0 {
 		f.Costs = sp.CostTemplates
+	}
+	if len(sp.SettleTemplates) > 0 {
+		f.Settles = sp.SettleTemplates
 	}
 	return f
 }

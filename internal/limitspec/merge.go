@@ -53,6 +53,9 @@ func (s Spec) clone() Spec {
 	if s.CostTemplates != nil {
 		s.CostTemplates = maps.Clone(s.CostTemplates)
 	}
+	if s.SettleTemplates != nil {
+		s.SettleTemplates = maps.Clone(s.SettleTemplates)
+	}
 	if s.Weights != nil {
 		ws := make(map[string]int, len(s.Weights))
 		for k, w := range s.Weights {

@@ -45,11 +45,15 @@ type Spec struct {
 	// limit name ("" for the unnamed Limit), such as "{body.max_tokens}",
 	// made by workers.CostTemplate; a limit with a template has no Cost.
 	CostTemplates map[string]string
+	// SettleTemplates are the templates of the named limits' SettleFrom
+	// funcs, by limit name, such as "{answer.usage.total_tokens}", made by
+	// workers.SettleTemplate: what a job really used, read from its answer.
+	SettleTemplates map[string]string
 }
 
 // Parse parses one limit written as
 //
-//	TYPE=RATE/UNIT[,name=NAME][,policy=NAME][,burst=N][,slots=N][,capacity=N][,key=TEMPLATE][,max-wait=DURATION][,cost=N|{TEMPLATE}][,global=RATE/UNIT[:BURST]][,in-flight=N]
+//	TYPE=RATE/UNIT[,name=NAME][,policy=NAME][,burst=N][,slots=N][,capacity=N][,key=TEMPLATE][,max-wait=DURATION][,cost=N|{TEMPLATE}][,settle={TEMPLATE}][,global=RATE/UNIT[:BURST]][,in-flight=N]
 //
 // for example "email:send=100/m,burst=10,key=tenant:{payload.tenant}". Spaces
 // around each part are ignored. name= makes the limit one of the type's
@@ -57,6 +61,10 @@ type Spec struct {
 // a whole number, or a template the pool reads each job's cost with
 // (workers.CostTemplate): {payload.FIELD}, {header.NAME}, and for type
 // http:request {body.FIELD}; a job whose cost cannot be read is archived.
+// settle=, on a named limit of type http:request, reads what the job really
+// used from its answer (workers.SettleTemplate): {answer.PATH}, a dotted
+// path into the answer's JSON body, or {answer-header.NAME}; the job's turn
+// is then charged that instead of its cost.
 //
 // NAME is the policy (default token-bucket):
 //
@@ -96,6 +104,7 @@ const (
 	optKey      = "key"
 	optMaxWait  = "max-wait"
 	optCost     = "cost"
+	optSettle   = "settle"
 	optGlobal   = "global"
 	optFlight   = "in-flight"
 	optPolicy   = "policy"
@@ -168,6 +177,7 @@ type part struct {
 	period time.Duration
 	sh     shape
 	cost   string // cost= as written: a number or a template; "" if not given
+	settle string // settle= as written: a template; "" if not given
 	opts   typeOpts
 }
 
@@ -277,6 +287,11 @@ func parsePart(s string) (part, error) {
 			if value == "" {
 				err = invalidf("cost is empty (leave it out for 1)")
 			}
+		case optSettle:
+			pt.settle = value
+			if value == "" {
+				err = invalidf("settle is empty (leave it out to keep the cost charged)")
+			}
 		case optGlobal:
 			var g throttle.Limit
 			g, err = parseGlobal(value)
@@ -294,7 +309,7 @@ func parsePart(s string) (part, error) {
 		case optWeights:
 			o.fa.weights, err = parseWeights(value)
 		default:
-			err = invalidf("unknown option %s (want name, policy, burst, slots, capacity, key, max-wait, cost, global, in-flight, adapt, floor, fair or weights)", quote(name))
+			err = invalidf("unknown option %s (want name, policy, burst, slots, capacity, key, max-wait, cost, settle, global, in-flight, adapt, floor, fair or weights)", quote(name))
 		}
 		if err != nil {
 			return part{}, err
@@ -328,6 +343,15 @@ func build(parts []part) (Spec, error) {
 				sp.CostTemplates = make(map[string]string)
 			}
 			sp.CostTemplates[pt.name] = tmpl
+		}
+		if pt.settle != "" {
+			if pt.name == "" {
+				return Spec{}, invalidf("settle %s is for a named limit (give the limit a name=, e.g. name=tokens)", quote(pt.settle))
+			}
+			if sp.SettleTemplates == nil {
+				sp.SettleTemplates = make(map[string]string)
+			}
+			sp.SettleTemplates[pt.name] = pt.settle
 		}
 		switch {
 		case pt.name == "" && unnamed:
@@ -513,6 +537,14 @@ func (s Spec) validate() (workers.KeyFunc, map[string]workers.CostFunc, error) {
 			return nil, nil, invalidf("cost template for limit %s, which the type does not have", quote(name))
 		}
 	}
+	for name, tmpl := range s.SettleTemplates {
+		if name == "" || !names[name] {
+			return nil, nil, invalidf("settle template for limit %s, which the type does not have as a named limit", quote(name))
+		}
+		if _, err := settleOf(s.Name, tmpl); err != nil {
+			return nil, nil, inLimit(name, err)
+		}
+	}
 	global, hasGlobal := globalOf(s)
 	if s.Global != nil && !hasGlobal {
 		return nil, nil, invalidf("global %T is not a token bucket (global= always is)", s.Global)
@@ -598,6 +630,23 @@ func costOf(typ, tmpl string) (workers.CostFunc, error) {
 	return f, nil
 }
 
+// settleOf checks a settle template of type typ and makes its SettleFunc:
+// only type http:request reads an answer (internal/httpjob hands it to the
+// pool); workers.SettleTemplate checks the rest.
+func settleOf(typ, tmpl string) (workers.SettleFunc, error) {
+	switch {
+	case strings.ContainsRune(tmpl, ','):
+		return nil, invalidf("settle %s must not contain ','", quote(tmpl))
+	case typ != httpRequest:
+		return nil, invalidf("settle %s is for type %s, whose job reads an answer", quote(tmpl), httpRequest)
+	}
+	f, err := workers.SettleTemplate(tmpl)
+	if err != nil {
+		return nil, invalidf("%s", strings.TrimPrefix(err.Error(), "workers: "))
+	}
+	return f, nil
+}
+
 // httpRequest is the type of sluice's http:request job (internal/httpjob),
 // whose cost may come from its request body.
 const httpRequest = "http:request"
@@ -624,6 +673,10 @@ func (s Spec) finish() (Spec, error) {
 	s.CostFrom = costs[""]
 	for i := range s.Limits {
 		s.Limits[i].CostFrom = costs[s.Limits[i].Name]
+		s.Limits[i].SettleFrom = nil
+		if tmpl, ok := s.SettleTemplates[s.Limits[i].Name]; ok {
+			s.Limits[i].SettleFrom, _ = settleOf(s.Name, tmpl) // validate checked it
+		}
 	}
 	return s, nil
 }
@@ -708,6 +761,9 @@ func (s Spec) writeCost(b *strings.Builder, l workers.NamedLimit) {
 		fmt.Fprintf(b, ",%s=%s", optCost, tmpl)
 	} else if l.Cost != 0 {
 		fmt.Fprintf(b, ",%s=%d", optCost, l.Cost)
+	}
+	if tmpl, ok := s.SettleTemplates[l.Name]; ok && l.Name != "" {
+		fmt.Fprintf(b, ",%s=%s", optSettle, tmpl)
 	}
 }
 
