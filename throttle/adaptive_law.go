@@ -34,10 +34,10 @@ type adaptOp struct {
 // and reports whether s changed (and must be stored).
 func (s *adaptState) apply(o adaptOp, now int64) bool {
 	if !s.known {
-		*s = adaptState{rate: o.ceiling, at: now, why: adaptCeiling, known: true}
+		*s = adaptState{rate: o.ceiling, at: now, why: adaptCold, known: true}
 	}
 	clamp := func(r float64) float64 { return math.Min(math.Max(r, o.floor), o.ceiling) }
-	if s.why == adaptCeiling {
+	if s.why == adaptCeiling || s.why == adaptCold {
 		s.rate = o.ceiling // at the ceiling: follow it if it moves
 	}
 	s.rate = clamp(s.rate)
@@ -90,6 +90,9 @@ func (s *adaptState) apply(o adaptOp, now int64) bool {
 		}
 	case "announce":
 		set(o.n, adaptHeader)
+	}
+	if changed && s.why == adaptCold {
+		s.why = adaptCeiling // answered: no longer cold
 	}
 	return changed
 }
