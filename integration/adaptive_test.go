@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"testing"
@@ -44,8 +45,14 @@ func runAdaptive(t *testing.T, cfg upstreamConfig, limit string, jobs int) adapt
 			}
 		}
 	}
-	t.Logf("makespan %.2fs; answers %v (%.1f%% 429); cooldowns %d, requeues %d",
-		r.makespan.Seconds(), r.status, 100*r.refused, r.stats.Cooldowns, r.stats.Requeued)
+	var refusedAt []string
+	for _, q := range r.rs {
+		if q.Status != http.StatusOK {
+			refusedAt = append(refusedAt, fmt.Sprintf("+%.3fs", q.At.Sub(r.rs[0].At).Seconds()))
+		}
+	}
+	t.Logf("makespan %.2fs; answers %v (%.1f%% 429, at %v); cooldowns %d, requeues %d",
+		r.makespan.Seconds(), r.status, 100*r.refused, refusedAt, r.stats.Cooldowns, r.stats.Requeued)
 	return r
 }
 

@@ -139,13 +139,6 @@ func TestAdaptiveAnnouncedDialects(t *testing.T) {
 			r := runAdaptive(t, upstreamConfig{Rate: 50, Burst: 5, Announce: name}, "http:request=200/s,burst=20", jobs)
 			ideal := idealMakespan(jobs, 50, 5)
 			refused := len(r.rs) - r.status[http.StatusOK]
-			var at []string
-			for _, q := range r.rs {
-				if q.Status != http.StatusOK {
-					at = append(at, fmt.Sprintf("+%.3fs", q.At.Sub(r.rs[0].At).Seconds()))
-				}
-			}
-			t.Logf("%s: refused at %v", name, at)
 			t.Logf("%s: ideal %.2fs (%.2fx); %d refused of %d", name, ideal.Seconds(), r.makespan.Seconds()/ideal.Seconds(), refused, len(r.rs))
 			assert.Equal(t, jobs, r.status[http.StatusOK], "every job done")
 			assert.Equal(t, 0, r.qi.Archived, "archived")

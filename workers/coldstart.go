@@ -67,6 +67,28 @@ func (p *Pool) askFirst(ctx context.Context, j *job) (fate, bool) {
 	return fate{}, true
 }
 
+// probeAnswered counts the probe of job j at the rate its answer announced
+// (per the ceiling's period): its token was taken at the ceiling's pace, a
+// fraction of a turn at the announced rate, so the bucket is held for one
+// turn at that rate and comes out of it empty, as the upstream's bucket is
+// less the probe; otherwise the first burst after it passes the upstream's
+// by the difference and draws a 429.
+func (p *Pool) probeAnswered(ctx context.Context, j *job, rate float64) {
+	a := j.pol.adaptive
+	if rate <= 0 || rate >= a.Ceiling.Rate {
+		return
+	}
+	per := a.Ceiling.Period
+	if per == 0 {
+		per = time.Second
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	if _, err := p.cfg.Limiter.Cooldown(sctx, j.upstream(), *a, time.Duration(float64(per)/rate)); err != nil {
+		j.logger().Debug("workers: cannot count the probe at the announced rate", "err", err)
+	}
+}
+
 // cold reports whether job j's upstream's adaptive bucket has had no answer
 // yet; if the store cannot say, it is taken as warm.
 func (p *Pool) cold(ctx context.Context, j *job) bool {
