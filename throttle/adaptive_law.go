@@ -89,7 +89,11 @@ func (s *adaptState) apply(o adaptOp, now int64) bool {
 			s.ok, s.okAt, s.okLast = ok, okAt, okLast
 		}
 	case "announce":
-		set(o.n, adaptHeader)
+		// A rate lower than one announced within the hold is the same quota
+		// read less closely (see lua/adapt.lua), not a drop.
+		if !(s.why == adaptHeader && o.n < s.rate && now-s.at < o.hold) {
+			set(o.n, adaptHeader)
+		}
 	}
 	if changed && s.why == adaptCold {
 		s.why = adaptCeiling // answered: no longer cold

@@ -95,6 +95,18 @@ func TestAdaptiveLaw(t *testing.T) {
 			require.NoError(t, err)
 			assert.InDelta(t, 80, st.Rate, 0.01, "capped at the ceiling")
 
+			// A lower rate announced within a second of the last one is the
+			// same quota read through its rounding: the higher stands; after
+			// the second it is taken.
+			clock.at(230_500_000)
+			st, err = lim.report(ctx, key, adaptive80, answer{quota: 60})
+			require.NoError(t, err)
+			assert.InDelta(t, 80, st.Rate, 0.01, "a lower announcement within the hold")
+			clock.at(231_100_000)
+			st, err = lim.report(ctx, key, adaptive80, answer{quota: 60})
+			require.NoError(t, err)
+			assert.InDelta(t, 60, st.Rate, 0.01, "after it")
+
 			// Never below the floor.
 			for i := range 20 {
 				clock.at(240_000_000 + int64(i)*2_000_000)

@@ -86,7 +86,10 @@ elseif op == "ok" then
     ok, okat, okl = keep_ok, keep_okat, keep_okl -- the measurement goes on
   end
 elseif op == "announce" then
-  set(n, "header")
+  -- Each answer's rate is the least its fields allow (their rounding hides
+  -- up to a unit): one lower than a rate announced within the hold is the
+  -- same quota read less closely, not a drop, and the higher one stands.
+  if not (why == "header" and n < r and now - at < hold) then set(n, "header") end
 end
 
 if changed then
