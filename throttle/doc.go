@@ -20,6 +20,14 @@
 // context ends first, what it took goes back where the policy allows. See
 // docs/throttle-design.md for the state machines and the Lua replies.
 //
+// A job whose cost is known only after it ran (an LLM call books its
+// max_tokens, its answer says how many it used) takes a [Reservation] with
+// [Limiter.Reserve] or [Limiter.ReserveAll] and settles each bucket it
+// learns the cost of with [Reservation.Settle]: what it did not use goes
+// back to the bucket for the next callers at once, as far as the policy's
+// promise allows, and what it used beyond its estimate is a debt the next
+// grants wait for.
+//
 // A Limiter calls its store through layers its options choose once, in
 // [NewLimiter]: the failure policy ([FailClosed], [FailOpen], [FailLocal])
 // next to the store, and over a RedisStore the coalescing of concurrent

@@ -100,6 +100,32 @@ func ExampleLimiter_Reserve() {
 	// true
 }
 
+// An LLM call is limited in requests and in tokens; it books its
+// max_tokens and settles the token bucket at what the answer says it used.
+func ExampleReservation_Settle() {
+	lim := throttle.NewLimiter(throttle.NewMemoryStore())
+	requests := throttle.Limit{Rate: 3000, Period: time.Minute, Burst: 50}
+	tokens := throttle.Limit{Rate: 1_000_000, Period: 24 * time.Hour, Burst: 8000}
+	ctx := context.Background()
+
+	r, err := lim.ReserveAll(ctx, []throttle.Bucket{
+		{Key: "{llm}:requests", Limit: requests, N: 1},
+		{Key: "{llm}:tokens", Limit: tokens, N: 4000}, // max_tokens
+	}, time.Second)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = r.Wait(ctx)
+	// ... the call; its answer says usage.output_tokens: 700
+	_ = r.Settle(ctx, "{llm}:tokens", 700) // 3300 back for the next calls
+
+	s, _ := lim.Peek(ctx, "{llm}:tokens", tokens)
+	fmt.Println(s.Remaining)
+	// Output:
+	// 7300
+}
+
 func ExampleLimiter_Cooldown() {
 	lim := throttle.NewLimiter(throttle.NewMemoryStore())
 	limit := throttle.Limit{Rate: 50, Burst: 5}

@@ -151,6 +151,14 @@ func (g *failure) refund(ctx context.Context, req request, d decision, id string
 	return g.st.refund(ctx, req, d, id)
 }
 
+// charge goes where the decision was made, as refund.
+func (g *failure) charge(ctx context.Context, req request, d decision, used int, id string) (bool, error) {
+	if d.local {
+		return g.fb.mem.charge(ctx, req, d, used, id)
+	}
+	return g.st.charge(ctx, req, d, used, id)
+}
+
 func (g *failure) cooldown(ctx context.Context, prefix string, b Bucket, d time.Duration) (time.Duration, error) {
 	var next time.Duration
 	_, local, cause, err := g.call(ctx, "cooldown", func() (err error) {

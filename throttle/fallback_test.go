@@ -71,6 +71,13 @@ func (s *fbStore) refund(ctx context.Context, req request, d decision, id string
 	return s.mem.refund(ctx, req, d, id)
 }
 
+func (s *fbStore) charge(ctx context.Context, req request, d decision, used int, id string) (bool, error) {
+	if s.down.Load() {
+		return false, &storeError{op: "settle", err: errConnRefused}
+	}
+	return s.mem.charge(ctx, req, d, used, id)
+}
+
 func (s *fbStore) cooldown(ctx context.Context, prefix string, b Bucket, d time.Duration) (time.Duration, error) {
 	s.cooldowns.Add(1)
 	if s.down.Load() {

@@ -156,6 +156,26 @@ func (m *fwModule) rollback(_ int64, n int, _ pico, _ *holes) {
 
 func (m *fwModule) release(int64, int, pico) {}
 
+// settle is lua/fw.lua's: the booking's window is its slot's (a grant from
+// a hole too). Less comes off the count if that window is still the cursor's; more goes on the cursor's window, and past Max on
+// to the windows after it, each full.
+func (m *fwModule) settle(now int64, n, used int, _ pico, slot int64, _ *holes) {
+	if used < n {
+		if m.fresh || floorDiv(slot, m.s.win) != m.s.w {
+			return
+		}
+		m.s.c = max(0, m.s.c-int64(n-used))
+	} else {
+		w, c := m.s.w, m.s.c+int64(used-n)
+		if c > m.max {
+			q := min((c-1)/m.max, floorDiv(now+maxSpan, m.s.win)-w)
+			w, c = w+q, c-q*m.max
+		}
+		m.s.w, m.s.c = w, c
+	}
+	m.kept, m.fresh = true, false
+}
+
 func (m *fwModule) holeTill(at int64) int64 { return (at/m.s.win + 1) * m.s.win }
 
 func (m *fwModule) hold(_, till int64) {

@@ -15,8 +15,14 @@ type hole struct {
 // maxHoles bounds a key's holes; past it a refund releases at once.
 const maxHoles = 1000
 
-// holes are one key's holes, in the order they were made.
-type holes struct{ list []hole }
+// holes are one key's holes, in the order they were made, and, for a token
+// or leaky bucket, the latest slot of a booking that may lie nearer its TAT
+// than a settle counts on (0: none; lua/tat.lua's TAT.near, member p of the
+// holes key).
+type holes struct {
+	list []hole
+	near int64
+}
 
 // before is the order in which holes are taken and released, as in
 // lua/holes.lua: by till, then at, then handle, then n.

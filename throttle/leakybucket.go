@@ -121,6 +121,12 @@ func (m *lbModule) rollback(now int64, n int, handle pico, hs *holes) {
 	m.rollbackTo(m, handle, whole(max(now, m.cool)), hs)
 }
 
+// settle (settleTo): every turn lies at least T behind the TAT its booking
+// leaves, whichever call booked it, until one is settled (hs.near).
+func (m *lbModule) settle(now int64, n, used int, handle pico, slot int64, hs *holes) {
+	m.settleTo(m, now, n, used, handle, slot, 1, whole(max(now, m.cool)), hs)
+}
+
 // hold: the next turn no sooner than till.
 func (m *lbModule) hold(_, till int64) { m.tat = maxPico(m.tat, whole(till)) }
 

@@ -153,5 +153,16 @@ func (m *tbModule) rollback(now int64, n int, handle pico, hs *holes) {
 	m.rollbackTo(m, handle, floor, hs)
 }
 
+// settle (settleTo): a later booking's own turn lies at least burst·T
+// behind the TAT it leaves; one a call of several buckets pushed later, or
+// one settled, is in hs.near.
+func (m *tbModule) settle(now int64, n, used int, handle pico, slot int64, hs *holes) {
+	floor := whole(now)
+	if m.cool > 0 {
+		floor = maxPico(floor, whole(m.cool).add(m.t.times(m.burst-1)))
+	}
+	m.settleTo(m, now, n, used, handle, slot, m.burst, floor, hs)
+}
+
 // hold: nothing before till, then one token, then one per T.
 func (m *tbModule) hold(_, till int64) { m.tat = maxPico(m.tat, whole(till).add(m.t.times(m.burst-1))) }

@@ -115,6 +115,10 @@ func (m *memoryStore) refund(ctx context.Context, req request, d decision, id st
 	return m.shard(req.one.Key).refund(ctx, req, d, id)
 }
 
+func (m *memoryStore) charge(ctx context.Context, req request, d decision, used int, id string) (bool, error) {
+	return m.shard(req.one.Key).charge(ctx, req, d, used, id)
+}
+
 func (m *memoryStore) cooldown(ctx context.Context, prefix string, b Bucket, d time.Duration) (time.Duration, error) {
 	return m.shard(b.Key).cooldown(ctx, prefix, b, d)
 }
@@ -334,6 +338,9 @@ func (m *memShard) decide(req request) decision {
 				c.handle = c.hs.take(hi, c.n, c.m)
 			} else {
 				c.handle = c.m.commit(now, s, c.n)
+				if s > c.e0 && c.key.kind == kindTB { // lua/tb.lua's pushed
+					c.hs.near = max(c.hs.near, s)
+				}
 			}
 			d.setHandle(i, c.handle)
 		}
@@ -377,6 +384,25 @@ func (m *memShard) refund(_ context.Context, req request, d decision, id string)
 		}
 		m.close(&c, now)
 	}
+	return true, nil
+}
+
+// charge is lua/settle.lua in Go; see that file for the contract.
+func (m *memShard) charge(_ context.Context, req request, d decision, used int, id string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.nowMicros()
+	slot := d.slot()
+	marker := req.prefix + req.one.Key + ":settle:" + id
+	if exp, ok := m.markers[marker]; ok && exp > now {
+		return false, nil
+	}
+	m.markers[marker] = max(slot, now) + 1_000_000
+	c := m.open(req.prefix, &req.one, now)
+	if used != c.n {
+		c.m.settle(now, c.n, used, d.handle, slot, &c.hs)
+	}
+	m.close(&c, now)
 	return true, nil
 }
 

@@ -179,6 +179,9 @@ type module interface {
 	has(now int64, handle pico) bool
 	rollback(now int64, n int, handle pico, hs *holes)
 	release(now int64, n int, handle pico)
+	// settle charges the booking with this handle at slot, which took n,
+	// what it really used (lua/settle.lua and the modules' settle).
+	settle(now int64, n, used int, handle pico, slot int64, hs *holes)
 	hold(now, till int64)
 	holeTill(at int64) int64
 	// fromHole is the handle of a grant of n served from hole h, which it

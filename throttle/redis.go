@@ -353,6 +353,19 @@ func (s *RedisStore) refund(ctx context.Context, req request, d decision, id str
 	return v == 1, nil
 }
 
+// charge runs lua/settle.lua on req's one bucket.
+func (s *RedisStore) charge(ctx context.Context, req request, d decision, used int, id string) (bool, error) {
+	keys := bucketKeys(make([]string, 0, 5), req.prefix, &req.one)
+	keys = append(keys, keys[0]+":settle:"+id)
+	args := bucketArgs(append(make([]any, 0, 11), s.now(), strconv.FormatInt(d.slot(), 10)), &req.one)
+	args = append(args, d.handle.us, d.handle.ps, used)
+	v, err := bucketScripts[scriptSettle][req.kind()].Run(ctx, s.rdb, keys, args...).Int64()
+	if err != nil {
+		return false, s.fail("settle", err)
+	}
+	return v == 1, nil
+}
+
 // giveBack gives back grants of req's one bucket that were booked ahead and
 // never taken (prefetch.go), ds in booking order; how many it gave back
 // (lua/giveback.lua).

@@ -21,8 +21,10 @@ type Reservation struct {
 	d   decision
 	at  time.Time // local time of the slot
 
-	mu   sync.Mutex
-	done bool // waited out, or cancelled
+	mu        sync.Mutex
+	done      bool   // waited out, cancelled or settled: Cancel does nothing
+	cancelled bool   // Cancel gave the turn back: Settle does nothing
+	settled   []bool // by bucket, once Settle has charged it
 }
 
 func newReservation(l *Limiter, req request, d decision) *Reservation {
@@ -131,10 +133,12 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 		return nil
 	}
 	r.done = true
-	r.mu.Unlock()
 	if r.Delay() == 0 {
+		r.mu.Unlock()
 		return nil
 	}
+	r.cancelled = true
+	r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, r.lim.cfg.refundTimeout)
 	defer cancel()
 	ok, err := r.lim.seam.refund(ctx, r.req, r.d, newID())
@@ -144,6 +148,68 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 	}
 	if ok {
 		r.lim.tel.refunds.Add(ctx, 1)
+	}
+	return nil
+}
+
+// Settle charges the reservation's bucket key what the job really used, n,
+// instead of the tokens it took (its Bucket's N): the answer of an LLM call
+// says how many tokens it used, where the reservation took its max_tokens.
+// The difference goes back to the bucket, for the next callers at once, or,
+// if n is more, is taken on top: a debt the next grants wait for, never the
+// settled job. n may be 0, and more than the bucket's burst.
+//
+// What a policy promises holds counting each grant at its settled cost, so a
+// bucket may get back less than the difference: a token or leaky bucket gets
+// it all while the reservation is its latest booking, and under later ones
+// what its booking has not refilled yet (less the later bookings' turns), so
+// the sooner after its slot, the more; a fixed window only while the slot's
+// window is the one the bucket counts; a sliding window or log only while it
+// keeps the slot or entries (docs/throttle-design.md has each policy's rule).
+//
+// Each bucket of a reservation is settled at most once, however often Settle
+// is called or the store call retried; a bucket of a call that took several
+// is settled alone (a request bucket of cost 1 and a token bucket settled by
+// the answer). Settle after Cancel gave the turn back does nothing, and
+// Cancel after Settle does nothing. A key that is none of the reservation's
+// buckets, or an n below 0 or above 2^30, is an error matching ErrInvalid.
+// The store call is bounded by the Limiter's refund timeout.
+func (r *Reservation) Settle(ctx context.Context, key string, n int) error {
+	if n < 0 || n > maxBurst {
+		return invalidf("settle: n %d must be from 0 to %d", n, maxBurst)
+	}
+	i := 0
+	for i < r.req.len() && r.req.at(i).Key != key {
+		i++
+	}
+	if i == r.req.len() {
+		return invalidf("settle: %q is not a bucket of the reservation", key)
+	}
+	r.mu.Lock()
+	if r.cancelled || (r.settled != nil && r.settled[i]) {
+		r.mu.Unlock()
+		return nil
+	}
+	if r.settled == nil {
+		r.settled = make([]bool, r.req.len())
+	}
+	r.settled[i], r.done = true, true
+	r.mu.Unlock()
+	b := r.req.at(i)
+	if n == b.N || r.d.now == 0 { // nothing to settle, or no store decided it (FailOpen)
+		return nil
+	}
+	req := request{prefix: r.req.prefix, one: *b}
+	d := decision{granted: true, local: r.d.local, wait: r.d.wait, now: r.d.now, handle: r.d.handleAt(i)}
+	ctx, cancel := context.WithTimeout(ctx, r.lim.cfg.refundTimeout)
+	defer cancel()
+	ok, err := r.lim.seam.charge(ctx, req, d, n, newID())
+	if err != nil {
+		r.lim.tel.storeError(ctx, "settle")
+		return err
+	}
+	if ok {
+		r.lim.tel.settles.Add(ctx, 1)
 	}
 	return nil
 }

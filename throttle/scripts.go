@@ -59,6 +59,8 @@ var (
 	reserveSLLua string
 	//go:embed lua/refund.lua
 	refundLua string
+	//go:embed lua/settle.lua
+	settleLua string
 	//go:embed lua/giveback.lua
 	giveBackLua string
 	//go:embed lua/cooldown.lua
@@ -87,6 +89,7 @@ const (
 	scriptReserve scriptOp = iota
 	scriptBatch            // many reserve calls of one shape (coalesce.go)
 	scriptRefund
+	scriptSettle
 	scriptGiveBack // prefetched grants nobody took (prefetch.go)
 	scriptCooldown
 	scriptPeek
@@ -110,6 +113,7 @@ var bucketScripts = func() (s [numScriptOps][numKinds + 1]*redis.Script) {
 		scriptReserve:  shareLua + "\n" + reserveLua + "\n" + reserveOneLua,
 		scriptBatch:    shareLua + "\n" + reserveLua + "\n" + reserveBatchLua,
 		scriptRefund:   refundLua,
+		scriptSettle:   settleLua,
 		scriptGiveBack: giveBackLua,
 		scriptCooldown: cooldownLua,
 		scriptPeek:     peekLua,

@@ -25,6 +25,9 @@ type seam interface {
 	standIn(ctx context.Context, req request, err error) (decision, request, error)
 	// refund gives a cancelled reservation's turn back where it was made.
 	refund(ctx context.Context, req request, d decision, id string) (bool, error)
+	// charge settles one bucket of a reservation its real cost where the
+	// reservation was made.
+	charge(ctx context.Context, req request, d decision, used int, id string) (bool, error)
 	cooldown(ctx context.Context, prefix string, b Bucket, d time.Duration) (time.Duration, error)
 	cooldownLeft(ctx context.Context, prefix, key string) (time.Duration, error)
 	peek(ctx context.Context, prefix string, b Bucket) (State, error)

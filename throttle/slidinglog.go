@@ -221,19 +221,49 @@ func (m *slModule) rollback(now int64, n int, handle pico, _ *holes) {
 		pad = min(pad, t-m.l.window())
 	}
 	out := make([]int64, 0, len(log))
-	for range k {
-		out = append(out, pad)
+	if pad > now-m.l.window() { // else no window that matters holds it: as open's trim
+		for range k {
+			out = append(out, pad)
+		}
 	}
 	out = append(out, log[:start]...)
 	out = append(out, log[end:]...)
 	m.log = out
-	if out[len(out)-1]+m.l.window() <= now {
+	if len(out) == 0 || out[len(out)-1]+m.l.window() <= now {
 		m.log = nil
 	}
 	m.wrote = true
 }
 
 func (m *slModule) release(now int64, n int, t pico) { m.rollback(now, n, t, nil) }
+
+// settle is lua/sl.lua's: the booking's entries are at its slot t (a grant
+// from a hole's too). Less comes out of the log as a rollback takes it;
+// more goes in at the booking's time t, after the entries at t and before
+// later ones, if a window that still matters (after now − Window) holds t;
+// the log keeps its newest Max.
+func (m *slModule) settle(now int64, n, used int, _ pico, t int64, _ *holes) {
+	if used < n {
+		m.rollback(now, n-used, whole(t), nil)
+		return
+	}
+	if t <= now-m.l.window() {
+		return
+	}
+	k := min(used-n, m.l.Max)
+	i := sort.Search(len(m.log), func(i int) bool { return m.log[i] > t })
+	out := make([]int64, 0, len(m.log)+k)
+	out = append(out, m.log[:i]...)
+	for range k {
+		out = append(out, t)
+	}
+	out = append(out, m.log[i:]...)
+	if drop := len(out) - m.l.Max; drop > 0 {
+		out = out[drop:]
+	}
+	m.log = out
+	m.wrote = true
+}
 
 func (m *slModule) holeTill(at int64) int64 { return at + 1 }
 

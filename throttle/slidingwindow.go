@@ -270,6 +270,22 @@ func (m *swModule) rollback(_ int64, n int, handle pico, _ *holes) {
 
 func (m *swModule) release(now int64, n int, j pico) { m.rollback(now, n, j, nil) }
 
+// settle is lua/sw.lua's: the booking's slot is its slot's (a grant from a
+// hole too). Less comes off its count (a rollback);
+// more goes on it, if the key still keeps the slot.
+func (m *swModule) settle(now int64, n, used int, _ pico, slot int64, _ *holes) {
+	j := floorDiv(slot, m.L)
+	if used < n {
+		m.rollback(now, n-used, whole(j), nil)
+		return
+	}
+	if m.fresh || !m.booked || j < m.b-m.S {
+		return
+	}
+	m.write()
+	m.count[j] += int64(used - n)
+}
+
 func (m *swModule) holeTill(t int64) int64 { return (floorDiv(t, m.L) + 1) * m.L }
 
 func (m *swModule) hold(_, till int64) {

@@ -16,6 +16,9 @@ type Store interface {
 	reserveBatch(ctx context.Context, reqs []request) ([]decision, error)
 	// refund gives a cancelled reservation's turn back, at most once (lua/refund.lua).
 	refund(ctx context.Context, req request, d decision, id string) (bool, error)
+	// charge settles req's one bucket, which decision d booked, what it
+	// really used instead of what it took, at most once (lua/settle.lua).
+	charge(ctx context.Context, req request, d decision, used int, id string) (bool, error)
 	// cooldown grants nothing from the bucket for d, then resumes at its pace.
 	cooldown(ctx context.Context, prefix string, b Bucket, d time.Duration) (time.Duration, error)
 	// cooldownLeft is how much of the bucket's cooldown is left.

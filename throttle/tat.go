@@ -69,6 +69,57 @@ func (m *tatModule) rollbackTo(self module, handle, floor pico, hs *holes) {
 
 func (m *tatModule) release(int64, int, pico) {}
 
+// settleTo is lua/tat.lua's TAT.settle: the booking with this handle at
+// slot took n and really used used. More: a booking of the rest at now, no
+// further than maxSpan ahead. Less: while the booking is the latest, the TAT
+// goes back to what a booking of used would have left (rollbackTo, never
+// before floor); under later bookings by at most A − U, A the least the
+// booking's after can be (its slot's instant plus n·T: a settle before may
+// have moved it back) and U the latest instant a later booking's turn may
+// hold: floor, TAT − c·T, or hs.near. Replaying the bookings with used then
+// moves the TAT back by exactly that much. It records in hs.near the slot a
+// booking may now have nearer the TAT than that (the settled one, and those
+// after it). self is the module that embeds m.
+func (m *tatModule) settleTo(self module, now int64, n, used int, handle pico, slot, c int64, floor pico, hs *holes) {
+	if used > n {
+		t := m.tat.add(m.t.times(int64(used - n)))
+		if lim := whole(now + maxSpan); !t.less(lim) {
+			t = lim
+		}
+		m.tat = t
+		return
+	}
+	a := m.after(handle, slot, n)
+	if m.tat == a {
+		to := handle
+		if used > 0 {
+			to = m.after(handle, slot, used)
+		}
+		m.rollbackTo(self, to, floor, hs)
+		hs.near = max(hs.near, slot)
+		return
+	}
+	// Under later bookings the booking's after, as a replay would find it
+	// now, may lie before a: an earlier settle may have moved it back. It
+	// is no earlier than the slot's instant plus n·T.
+	if a = m.after(pico{}, slot, n); !m.has(now, handle) || m.tat.less(a) {
+		return
+	}
+	u := maxPico(floor, m.tat.subTimes(m.t, c))
+	if u.less(whole(hs.near)) {
+		u = whole(hs.near)
+	}
+	if !u.less(a) {
+		return
+	}
+	g := a.sub(u)
+	if k := m.t.times(int64(n - used)); k.less(g) {
+		g = k
+	}
+	m.tat = m.tat.sub(g)
+	hs.near = max(hs.near, slot, u.ceil())
+}
+
 // figuresOf is a TAT bucket's figures for a size of size tokens (a token
 // bucket's burst, a leaky bucket's capacity): what is left of it at now,
 // size − ⌈ahead/T⌉ and at least 0 where the TAT is ahead of now (for a

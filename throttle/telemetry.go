@@ -31,6 +31,7 @@ type telemetry struct {
 	acquired   metric.Int64Counter
 	wait       metric.Float64Histogram
 	refunds    metric.Int64Counter
+	settles    metric.Int64Counter
 	errors     metric.Int64Counter
 	cooldowns  metric.Int64Counter
 	failOpen   metric.Int64Counter
@@ -54,6 +55,8 @@ func newTelemetry(c config) *telemetry {
 		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
 	t.refunds, _ = m.Int64Counter("sluice.throttle.refunds",
 		metric.WithDescription("Cancelled reservations whose refund the store processed (at most once each; a policy may give nothing back)."), metric.WithUnit("{reservation}"))
+	t.settles, _ = m.Int64Counter("sluice.throttle.settles",
+		metric.WithDescription("Buckets of reservations settled at their real cost whose settle the store processed (at most once each)."), metric.WithUnit("{bucket}"))
 	t.errors, _ = m.Int64Counter("sluice.throttle.store.errors",
 		metric.WithDescription("Store calls that failed."), metric.WithUnit("{error}"))
 	t.cooldowns, _ = m.Int64Counter("sluice.throttle.cooldowns",

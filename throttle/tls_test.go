@@ -116,6 +116,9 @@ func TestRedisTLSWithLeastPrivilegeUser(t *testing.T) {
 	n, err := admin.Exists(ctx, prefix+"{acct}:global").Result()
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), n, "the refund left the global bucket full, so it deleted its key")
+	r, err = lim.ReserveAll(ctx, tagged, 2*time.Second)
+	require.NoError(t, err, "ReserveAll, the global bucket pushed to the tenant's slot")
+	require.NoError(t, r.Settle(ctx, "{acct}:global", 0), "Settle of a pushed bucket")
 
 	next, err := lim.Cooldown(ctx, "upstream", l, 300*time.Millisecond)
 	require.NoError(t, err, "Cooldown")

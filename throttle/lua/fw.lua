@@ -98,6 +98,29 @@ end
 -- a hole's window has ended: nothing to uncount.
 function M.fw.release() end
 
+-- settle: the booking's window is its slot's (a grant from a hole too).
+-- Less comes off the count if that window is still the cursor's; more goes on the cursor's window, and past Max on to the
+-- windows after it, each full (no further than 10^14 µs ahead), so that the
+-- next grants pay for it.
+function M.fw.settle(b, used, _, _, slot)
+  local n, max = b.n, b.a1
+  if used < n then
+    if b.fresh or floordiv(slot, b.a2) ~= b.w then return end
+    b.c = b.c - (n - used)
+    if b.c < 0 then b.c = 0 end
+  else
+    local w, c = b.w, b.c + used - n
+    if c > max then
+      local q = math.floor((c - 1) / max)
+      local most = floordiv(now + 1e14, b.a2) - w
+      if q > most then q = most end
+      w, c = w + q, c - q * max
+    end
+    b.w, b.c = w, c
+  end
+  fwput(b)
+end
+
 function M.fw.holetill(b, at) return (floordiv(at, b.a2) + 1) * b.a2 end
 
 function M.fw.hold(b, till)

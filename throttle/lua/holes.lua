@@ -54,14 +54,18 @@ function H.load(b, readonly)
   if not b.h then return end
   if readonly then
     for _, m in ipairs(redis.call("ZRANGEBYSCORE", b.hkey, "(" .. fmt(now), "+inf")) do
-      b.holes[#b.holes + 1] = parsehole(m)
+      local h = parsehole(m) -- nil: not a hole (tb.lua's p, or an old form)
+      if h then b.holes[#b.holes + 1] = h end
     end
     return
   end
   local gone = redis.call("ZRANGEBYSCORE", b.hkey, "-inf", fmt(now))
   if #gone > 0 then
     local hs = {}
-    for _, m in ipairs(gone) do hs[#hs + 1] = parsehole(m) end
+    for _, m in ipairs(gone) do
+      local h = parsehole(m)
+      if h then hs[#hs + 1] = h end
+    end
     table.sort(hs, before)
     for _, h in ipairs(hs) do
       if not served(h) then M[b.kind].release(b, h.n, h.handle, h.at) end
@@ -69,7 +73,8 @@ function H.load(b, readonly)
     redis.call("ZREMRANGEBYSCORE", b.hkey, "-inf", fmt(now))
   end
   for _, m in ipairs(redis.call("ZRANGE", b.hkey, 0, -1)) do
-    b.holes[#b.holes + 1] = parsehole(m)
+    local h = parsehole(m)
+    if h then b.holes[#b.holes + 1] = h end
   end
   if #b.holes == 0 then M[b.kind].flag(b, false) end
 end
@@ -126,6 +131,30 @@ function H.add(b, n, at, handle, hf, id)
   M[b.kind].flag(b, true)
 end
 
+-- The holes key of a token or leaky bucket also keeps member "p", not a
+-- hole: scored by the latest slot of a booking that may lie nearer the TAT
+-- than a settle counts on (tat.lua's TAT.settle and TAT.near), dropped with
+-- the holes whose span is over once that slot has passed. Read and written
+-- with the commands holes need (docs/redis-deployment.md's ACL): ZRANGE,
+-- and ZADD GT.
+
+-- H.near is the slot member p records, 0: none.
+function H.near(b)
+  local r = redis.call("ZRANGE", b.hkey, 0, -1, "WITHSCORES")
+  for i = 1, #r, 2 do
+    if r[i] == "p" then return tonumber(r[i + 1]) end
+  end
+  return 0
+end
+
+-- H.setnear records slot s in member p, if later than the one it holds; the
+-- key lasts at least until s.
+function H.setnear(b, s)
+  redis.call("ZADD", b.hkey, "GT", s, "p")
+  local ttl = redis.call("PTTL", b.hkey)
+  if ttl < ms(s - now) then redis.call("PEXPIRE", b.hkey, ms(s - now)) end
+end
+
 -- H.drop removes hole h (a module folding it back into its state).
 function H.drop(b, h)
   redis.call("ZREM", b.hkey, h.m)
@@ -142,7 +171,9 @@ function H.clear(b)
     if not served(h) then M[b.kind].release(b, h.n, h.handle, h.at) end
   end
   if #b.holes > 0 then
+    local p = H.near(b)
     redis.call("DEL", b.hkey)
+    if p > 0 then H.setnear(b, p) end
     b.holes = {}
     M[b.kind].flag(b, false)
   end

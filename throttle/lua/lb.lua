@@ -34,6 +34,15 @@ function M.lb.rollback(b, n, handle, hf)
   TAT.rollback(b, handle, hf, floor, 0)
 end
 
+-- settle (TAT.settle): every turn lies at least T behind the TAT its
+-- booking leaves, whichever call booked it, until one is settled (TAT.near).
+function M.lb.settle(b, used, handle, hf, slot)
+  local floor = cooldown(b)
+  if floor < now then floor = now end
+  local s = TAT.settle(b, used, handle, hf, slot, 1, H.near(b), floor, 0)
+  if s > 0 then TAT.near(b, s) end
+end
+
 -- hold: the next turn no sooner than till.
 function M.lb.hold(b, till)
   if till > b.tw then

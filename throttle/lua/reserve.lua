@@ -94,6 +94,7 @@ local function reserve(maxwait, base)
         b.handle, b.hf = H.take(b, h)
       else
         b.handle, b.hf = M[b.kind].commit(b, s)
+        if s > b.e and M[b.kind].pushed then M[b.kind].pushed(b, s) end
       end
     end
     sharecommit()

@@ -161,9 +161,13 @@ function M.sl.rollback(b, n, t)
   if m == 0 then return end
   local pad = first
   if tail and t - b.a2 < pad then pad = t - b.a2 end
-  pushfront(b.key, m, pad)
+  if pad > now - b.a2 then -- else no window that matters holds it: as trim
+    pushfront(b.key, m, pad)
+  else
+    b.k = b.k - m
+  end
   b.last = tonumber(redis.call("LINDEX", b.key, -1))
-  if b.last + b.a2 <= now then
+  if not b.last or b.last + b.a2 <= now then
     redis.call("DEL", b.key)
     b.k, b.last = 0, nil
   else
@@ -173,6 +177,47 @@ end
 
 -- a hole nobody took comes out of the log as a rollback would take it.
 function M.sl.release(b, n, t) M.sl.rollback(b, n, t) end
+
+-- settle: the booking's entries are at its slot t (a grant from a hole's
+-- too). Less comes out of the log as a rollback takes it; more goes in
+-- at the booking's time t (after the entries at t, before later ones), if a
+-- window that still matters (after now - Window) holds t; the log keeps its
+-- newest Max.
+function M.sl.settle(b, used, _, _, t)
+  local n, W = b.n, b.a2
+  if used < n then
+    M.sl.rollback(b, n - used, t)
+    return
+  end
+  if t <= now - W then return end
+  local k = used - n
+  if k > b.a1 then k = b.a1 end
+  local empty = b.k == 0
+  local later = {}
+  while b.k > 0 and tonumber(redis.call("LINDEX", b.key, -1)) > t do
+    later[#later + 1] = redis.call("RPOP", b.key)
+    b.k = b.k - 1
+  end
+  local c = k
+  while c > 0 do
+    local chunk = {}
+    for x = 1, math.min(c, 1000) do chunk[x] = t end
+    redis.call("RPUSH", b.key, unpack(chunk))
+    c = c - #chunk
+  end
+  for i = #later, 1, -1 do redis.call("RPUSH", b.key, later[i]) end
+  b.k = redis.call("LLEN", b.key)
+  if b.k > b.a1 then
+    redis.call("LTRIM", b.key, b.k - b.a1, -1)
+    b.k = b.a1
+  end
+  b.last = tonumber(redis.call("LINDEX", b.key, -1))
+  if empty then
+    local g = W
+    if g > 1000000 then g = 1000000 end
+    expire(b, ms(t - t % g + g + W - now)) -- as commit's sl.till
+  end
+end
 
 function M.sl.holetill(_, at) return at + 1 end
 

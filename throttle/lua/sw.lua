@@ -200,6 +200,21 @@ end
 -- a hole nobody took by the end of its slot is uncounted, as a rollback.
 function M.sw.release(b, n, j) M.sw.rollback(b, n, j) end
 
+-- settle: the booking's slot is its slot's (a grant from a hole too). Less
+-- comes off its count (a rollback); more goes on it, if
+-- the key still keeps the slot (else no window that matters holds it).
+function M.sw.settle(b, used, _, _, slot)
+  local n, j = b.n, floordiv(slot, b.a2)
+  if used < n then
+    M.sw.rollback(b, n - used, j)
+    return
+  end
+  if b.fresh or not b.b or j < b.b - b.a3 then return end
+  local c = at(b, j) + used - n
+  b.count[j] = c
+  redis.call("HSET", b.key, unpack(summary(b, b.b, {j, c})))
+end
+
 function M.sw.holetill(b, t) return (floordiv(t, b.a2) + 1) * b.a2 end
 
 function M.sw.hold(b, till)

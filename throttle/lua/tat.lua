@@ -203,6 +203,63 @@ end
 
 function TAT.release() end
 
+-- settle charges the booking with this handle at slot, which took b.n, what
+-- it really used (settle.lua). More: a booking of the rest at now, the TAT
+-- no further than maxSpan (10^14 µs) ahead. Less: while the booking is the
+-- latest, the TAT goes back to what a booking of used would have left (a
+-- rollback, never before floor: fw µs and ff picoseconds); under later
+-- bookings, by at most A - U, A the least the booking's after can be (its
+-- slot's instant plus n·T: a settle before may have moved it back) and U
+-- the latest instant a later booking's turn may hold: floor, TAT - c·T (c:
+-- how many T a turn lies at least behind the TAT its booking leaves) or p
+-- (the latest
+-- slot of a booking that may lie nearer the TAT than that, 0: none: one a
+-- call of several buckets pushed later, or one settled before). Replaying
+-- the bookings with used then moves the TAT back by exactly that much. It
+-- returns the slot such a booking may now have (0: none), which the module
+-- records (TAT.near).
+function TAT.settle(b, used, handle, hf, slot, c, p, fw, ff)
+  local n = b.n
+  if used > n then
+    local _, _, kw, kf = TAT.times(b, used - n)
+    local w, f = pn(b.tw + kw, b.tf + kf)
+    if w >= now + 1e14 then w, f = now + 1e14, 0 end
+    b.tw, b.tf = w, f
+    TAT.put(b)
+    return 0
+  end
+  local aw, af = tatafter(b, handle, hf, slot, n)
+  if b.tw == aw and b.tf == af then
+    local w, f = handle, hf
+    if used > 0 then w, f = tatafter(b, handle, hf, slot, used) end
+    TAT.rollback(b, w, f, fw, ff)
+    return slot
+  end
+  -- under later bookings the booking's after, as a replay would find it
+  -- now, may lie before (aw, af): an earlier settle may have moved it
+  -- back. It is no earlier than the slot's instant plus n·T.
+  aw, af = tatafter(b, 0, 0, slot, n)
+  if not TAT.has(b, handle, hf) or b.tw < aw or (b.tw == aw and b.tf < af) then return 0 end
+  local uw, uf = fw, ff
+  local cw, cf = pmul(b.a1, b.a4, c)
+  local xw, xf = pn(b.tw - cw, b.tf - cf)
+  if xw > uw or (xw == uw and xf > uf) then uw, uf = xw, xf end
+  if p > uw then uw, uf = p, 0 end
+  if uw > aw or (uw == aw and uf >= af) then return 0 end
+  local gw, gf = pn(aw - uw, af - uf)
+  local _, _, kw, kf = TAT.times(b, n - used)
+  if kw < gw or (kw == gw and kf < gf) then gw, gf = kw, kf end
+  b.tw, b.tf = pn(b.tw - gw, b.tf - gf)
+  TAT.put(b)
+  if uf > 0 then uw = uw + 1 end
+  if slot > uw then uw = slot end
+  return uw
+end
+
+-- near records that a booking at slot s may lie nearer the TAT than a
+-- settle counts on (TAT.settle's p; holes.lua keeps it).
+TAT.near = H.setnear
+
 -- instant is when hole h's turn was booked: its handle is the TAT before it,
 -- its at its slot (after).
 function TAT.instant(h)

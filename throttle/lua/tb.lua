@@ -43,6 +43,24 @@ function M.tb.rollback(b, n, handle, hf)
   TAT.rollback(b, handle, hf, fw, ff)
 end
 
+-- settle (TAT.settle): a later booking's own turn lies at least burst·T
+-- behind the TAT it leaves; one a call of several buckets pushed later, or
+-- one settled, is recorded (TAT.near).
+function M.tb.settle(b, used, handle, hf, slot)
+  local fw, ff = now, 0
+  local c = cooldown(b)
+  if c > 0 then
+    local gw, gf = pmul(b.a1, b.a4, b.a2 - 1)
+    if c + gw > fw or (c + gw == fw and gf > ff) then fw, ff = c + gw, gf end
+  end
+  local s = TAT.settle(b, used, handle, hf, slot, b.a2, H.near(b), fw, ff)
+  if s > 0 then TAT.near(b, s) end
+end
+
+-- pushed: a call of several buckets booked b at s, later than b alone
+-- would have, so nearer the TAT than burst·T (TAT.near).
+M.tb.pushed = TAT.near
+
 -- hold: nothing before till, then one token, then one per T.
 function M.tb.hold(b, till)
   local gw, gf = pmul(b.a1, b.a4, b.a2 - 1)
