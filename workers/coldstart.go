@@ -95,12 +95,12 @@ func (p *Pool) cold(ctx context.Context, j *job) bool {
 	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	_, st, err := p.adapt.AdaptiveLimit(sctx, j.upstream(), *j.pol.adaptive)
-	return err == nil && st.Reason == reasonCold
+	return err == nil && st.Reason == coldReason
 }
 
-// reasonCold is throttle.AdaptState.Reason of a bucket whose upstream has
+// coldReason is throttle.AdaptState.Reason of a bucket whose upstream has
 // not answered yet.
-const reasonCold = "cold"
+const coldReason = "cold"
 
 // endProbe lets job j's probe claim go, if it holds one: its answer, if it
 // had one, has been reported (the job's end), or the bucket is warm.
