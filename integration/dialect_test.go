@@ -142,7 +142,7 @@ func TestAdaptiveAnnouncedDialects(t *testing.T) {
 	}{
 		// The bar's 1 % refused; its 1.2x is reached at a low load
 		// (1.05x) but not under a load average of 3 on 2 cores
-		// (1.14-1.28x): bounded at 1.5x.
+		// (1.12-1.28x): bounded at 1.5x.
 		{"openai", 1.5, 0.01},
 		// Bounded loosely (figures in docs/benchmarks.md): this upstream's
 		// resets are under a second, which whole-second fields (GitHub's
