@@ -13,9 +13,10 @@ import (
 // several buckets at once, all or nothing.
 //
 // A Limiter holds no bucket state of its own, except the local buckets of
-// FailLocal and what it last read of adaptive buckets (AdaptiveLimit), and
-// starts no goroutines (but see Hold); it is safe for concurrent use, and
-// cheap enough to share one per process.
+// FailLocal and what it last read of adaptive buckets (AdaptiveLimit). Its
+// only goroutines send a queued batch of coalesced calls while their callers
+// wait (none outlives its calls), besides the RedisStore's for Hold. It is
+// safe for concurrent use, and cheap enough to share one per process.
 type Limiter struct {
 	store Store // as given: what it can do beyond Store (tickets, holds) is asked of it
 	cfg   config
