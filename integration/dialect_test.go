@@ -127,27 +127,44 @@ func unixCeil(t time.Time) string {
 }
 
 // TestAdaptiveAnnouncedDialects runs built workers configured at four times
-// an upstream's limit (200/s burst 5 before 50/s burst 5) against the
-// upstream speaking each API's dialect: its quota on every answer, its
-// refusals its own way (GitHub's 403 with its quota spent, Discord's wait in
-// a JSON body, Shopify's decimal Retry-After, OpenAI's retry-after-ms). Every
-// job is done, none archived: a GitHub 403 is a throttle, not a client error.
+// an upstream's limits (200/s burst 20 before 50/s burst 5: the issue's
+// fleet bar) against the upstream speaking each API's dialect: its quota on
+// every answer, its refusals its own way (GitHub's 403 with its quota spent,
+// Discord's wait in a JSON body, Shopify's decimal Retry-After, OpenAI's
+// retry-after-ms). Every job is done, none archived: a GitHub 403 is a
+// throttle, not a client error. IETF fields are TestAdaptiveColdStart's.
 func TestAdaptiveAnnouncedDialects(t *testing.T) {
-	const jobs = 200
-	for _, name := range []string{"openai", "anthropic", "github", "discord", "shopify"} {
-		t.Run(name, func(t *testing.T) {
-			r := runAdaptive(t, upstreamConfig{Rate: 50, Burst: 5, Announce: name}, "http:request=200/s,burst=5", jobs)
+	const jobs = 300
+	for _, tc := range []struct {
+		name     string
+		makespan float64 // the most, as a multiple of the ideal
+		refused  float64 // the most, as a share of answers
+	}{
+		// The bar's 1 % refused; its 1.2x is reached at a low load
+		// (1.05x) but not under a load average of 3 on 2 cores
+		// (1.12-1.28x): bounded at 1.5x.
+		{"openai", 1.5, 0.01},
+		// Bounded loosely (figures in docs/benchmarks.md): this upstream's
+		// resets are under a second, which whole-second fields (GitHub's
+		// Unix time, Anthropic's RFC 3339 instant) cannot say, Discord's
+		// X- fields name no window, and Shopify's say no rate at all; with
+		// no rate from the cold start's probe, the configured burst goes
+		// out after it and draws refusals.
+		{"anthropic", 4, 0.2},
+		{"github", 4, 0.2},
+		{"discord", 4, 0.2},
+		{"shopify", 4, 0.2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runAdaptive(t, upstreamConfig{Rate: 50, Burst: 5, Announce: tc.name}, "http:request=200/s,burst=20", jobs)
 			ideal := idealMakespan(jobs, 50, 5)
 			refused := len(r.rs) - r.status[http.StatusOK]
-			t.Logf("%s: ideal %.2fs (%.2fx); %d refused of %d", name, ideal.Seconds(), r.makespan.Seconds()/ideal.Seconds(), refused, len(r.rs))
+			t.Logf("%s: ideal %.2fs (%.2fx); %d refused of %d", tc.name, ideal.Seconds(), r.makespan.Seconds()/ideal.Seconds(), refused, len(r.rs))
 			assert.Equal(t, jobs, r.status[http.StatusOK], "every job done")
 			assert.Equal(t, 0, r.qi.Archived, "archived")
 			assert.Equal(t, int64(0), r.stats.Archived)
-			// Bounded loosely (figures in docs/benchmarks.md): this upstream's
-			// resets are under a second, which whole-second fields (GitHub's
-			// Unix time, Anthropic's RFC 3339 instant) cannot say.
-			assert.Less(t, r.makespan.Seconds(), 4*ideal.Seconds(), "makespan, loosely")
-			assert.LessOrEqual(t, float64(refused), 0.2*float64(len(r.rs)), "refused answers")
+			assert.Less(t, r.makespan.Seconds(), tc.makespan*ideal.Seconds(), "makespan")
+			assert.LessOrEqual(t, float64(refused), tc.refused*float64(len(r.rs)), "refused answers")
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 // Why an adaptive bucket's rate last moved (AdaptState.Reason).
 const (
 	adaptCeiling  = "ceiling"  // never moved: the configured rate
+	adaptCold     = "cold"     // no state: the upstream has not answered yet (or was forgotten)
 	adaptRefused  = "429"      // lowered after the upstream refused a request
 	adaptHeader   = "header"   // set from a quota the upstream announced
 	adaptRecovery = "recovery" // raised back toward the ceiling after successes
@@ -61,7 +62,7 @@ const (
 // AdaptState is an adaptive bucket's effective rate.
 type AdaptState struct {
 	Rate   float64       // per Ceiling.Period
-	Reason string        // why it last moved: ceiling, 429, header or recovery
+	Reason string        // why it last moved: ceiling, 429, header or recovery; cold if the upstream has not answered yet
 	Age    time.Duration // since it last moved
 }
 

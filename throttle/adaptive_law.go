@@ -34,10 +34,10 @@ type adaptOp struct {
 // and reports whether s changed (and must be stored).
 func (s *adaptState) apply(o adaptOp, now int64) bool {
 	if !s.known {
-		*s = adaptState{rate: o.ceiling, at: now, why: adaptCeiling, known: true}
+		*s = adaptState{rate: o.ceiling, at: now, why: adaptCold, known: true}
 	}
 	clamp := func(r float64) float64 { return math.Min(math.Max(r, o.floor), o.ceiling) }
-	if s.why == adaptCeiling {
+	if s.why == adaptCeiling || s.why == adaptCold {
 		s.rate = o.ceiling // at the ceiling: follow it if it moves
 	}
 	s.rate = clamp(s.rate)
@@ -89,7 +89,14 @@ func (s *adaptState) apply(o adaptOp, now int64) bool {
 			s.ok, s.okAt, s.okLast = ok, okAt, okLast
 		}
 	case "announce":
-		set(o.n, adaptHeader)
+		// A rate lower than one announced within the hold is the same quota
+		// read less closely (see lua/adapt.lua), not a drop.
+		if !(s.why == adaptHeader && o.n < s.rate && now-s.at < o.hold) {
+			set(o.n, adaptHeader)
+		}
+	}
+	if changed && s.why == adaptCold {
+		s.why = adaptCeiling // answered: no longer cold
 	}
 	return changed
 }

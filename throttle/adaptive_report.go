@@ -62,7 +62,9 @@ func (l *Limiter) AdaptiveLimit(ctx context.Context, key string, a Adaptive) (Li
 	ad.mu.Lock()
 	r, ok := ad.limits[key]
 	ad.mu.Unlock()
-	if ok && now.Sub(r.at) < adaptCacheFor && r.limit.Period == a.Ceiling.Period {
+	// A cold reading is never answered from: the first answer (any
+	// process's) ends it, and the cold start waits for exactly that.
+	if ok && now.Sub(r.at) < adaptCacheFor && r.limit.Period == a.Ceiling.Period && r.st.Reason != adaptCold {
 		return a.limitAt(min(r.st.Rate, a.Ceiling.Rate)), r.st, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, adaptCallTimeout)
@@ -113,7 +115,10 @@ func (l *Limiter) Succeeded(ctx context.Context, key string, a Adaptive) error {
 	}
 	p.n++
 	n := p.n
-	if n < adaptFlushAfter && now.Sub(p.since) < adaptFlushEvery {
+	// The bucket's last reading was cold: this success is the first answer
+	// the fleet waits for (the cold start's probe), reported at once.
+	cold := ad.limits[key].st.Reason == adaptCold
+	if !cold && n < adaptFlushAfter && now.Sub(p.since) < adaptFlushEvery {
 		ad.mu.Unlock()
 		return nil
 	}
@@ -122,6 +127,11 @@ func (l *Limiter) Succeeded(ctx context.Context, key string, a Adaptive) error {
 	cctx, cancel := context.WithTimeout(ctx, adaptCallTimeout)
 	defer cancel()
 	_, err := l.report(cctx, key, a, answer{succeeded: n})
+	if cold && err == nil {
+		ad.mu.Lock()
+		delete(ad.limits, key)
+		ad.mu.Unlock()
+	}
 	return err
 }
 

@@ -30,7 +30,7 @@ func TestAdaptiveLaw(t *testing.T) {
 			l, st, err := lim.readAdaptive(ctx, key, adaptive80)
 			require.NoError(t, err)
 			assert.Equal(t, adaptive80.Ceiling, l, "untouched: the ceiling")
-			assert.Equal(t, "ceiling", st.Reason)
+			assert.Equal(t, "cold", st.Reason, "no answer yet")
 
 			// 50 successes over the first second, then a 429: the upstream
 			// let 50/s through, so the rate drops under that, not just ×0.7.
@@ -94,6 +94,18 @@ func TestAdaptiveLaw(t *testing.T) {
 			st, err = lim.report(ctx, key, adaptive80, answer{quota: 500})
 			require.NoError(t, err)
 			assert.InDelta(t, 80, st.Rate, 0.01, "capped at the ceiling")
+
+			// A lower rate announced within a second of the last one is the
+			// same quota read through its rounding: the higher stands; after
+			// the second it is taken.
+			clock.at(230_500_000)
+			st, err = lim.report(ctx, key, adaptive80, answer{quota: 60})
+			require.NoError(t, err)
+			assert.InDelta(t, 80, st.Rate, 0.01, "a lower announcement within the hold")
+			clock.at(231_100_000)
+			st, err = lim.report(ctx, key, adaptive80, answer{quota: 60})
+			require.NoError(t, err)
+			assert.InDelta(t, 60, st.Rate, 0.01, "after it")
 
 			// Never below the floor.
 			for i := range 20 {
@@ -187,4 +199,74 @@ func TestAdaptiveFollowsTheCeiling(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, adaptive80.Ceiling, l)
 	assert.Equal(t, "ceiling", st.Reason)
+}
+
+// A bucket is cold until its upstream first answers: a read says so and
+// stores nothing, the first answer of any kind ends it (a success stores the
+// ceiling, a refusal lowers it blind, an announcement sets it), and a state
+// forgotten after idling is cold again.
+func TestAdaptiveCold(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	for name, store := range storesOnClock(t, clock) {
+		t.Run(name, func(t *testing.T) {
+			clock.at(0)
+			lim := NewLimiter(store, WithKeyPrefix(redistest.Prefix(t)))
+			for i, c := range []struct {
+				ans  answer
+				rate float64
+				why  string
+			}{
+				{answer{succeeded: 1}, 80, "ceiling"},
+				{answer{refused: true}, 48, "429"},
+				{answer{quota: 50}, 50, "header"},
+			} {
+				key := fmt.Sprintf("api%d", i)
+				_, st, err := lim.readAdaptive(ctx, key, adaptive80)
+				require.NoError(t, err)
+				assert.Equal(t, "cold", st.Reason, "step %d: before any answer", i)
+				_, st, err = lim.readAdaptive(ctx, key, adaptive80)
+				require.NoError(t, err)
+				assert.Equal(t, "cold", st.Reason, "step %d: a read stores nothing", i)
+				st, err = lim.report(ctx, key, adaptive80, c.ans)
+				require.NoError(t, err)
+				assert.InDelta(t, c.rate, st.Rate, 0.01, "step %d", i)
+				assert.Equal(t, c.why, st.Reason, "step %d: answered", i)
+				_, st, err = lim.readAdaptive(ctx, key, adaptive80)
+				require.NoError(t, err)
+				assert.Equal(t, c.why, st.Reason, "step %d: kept", i)
+			}
+			if name != "memory" {
+				return // Redis expires keys on its own clock
+			}
+			clock.at(adaptTTL.Microseconds() + 2_000_000)
+			_, st, err := lim.readAdaptive(ctx, "api0", adaptive80)
+			require.NoError(t, err)
+			assert.Equal(t, "cold", st.Reason, "forgotten after idling")
+		})
+	}
+}
+
+// A Limiter never answers a cold reading from its copy, and reports the
+// first success under a cold reading at once rather than in a batch.
+func TestAdaptiveColdNotCached(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	store := NewMemoryStore(WithClock(clock))
+	lim := NewLimiter(store)
+	other := NewLimiter(store)
+	_, st, err := lim.AdaptiveLimit(ctx, "api", adaptive80)
+	require.NoError(t, err)
+	assert.Equal(t, "cold", st.Reason)
+	require.NoError(t, other.Succeeded(ctx, "api", adaptive80), "not cold to other: batched")
+	_, st, err = lim.AdaptiveLimit(ctx, "api", adaptive80)
+	require.NoError(t, err)
+	assert.Equal(t, "cold", st.Reason, "other's success is still in its batch")
+	require.NoError(t, lim.Succeeded(ctx, "api", adaptive80))
+	_, st, err = other.AdaptiveLimit(ctx, "api", adaptive80)
+	require.NoError(t, err)
+	assert.Equal(t, "ceiling", st.Reason, "lim's success under a cold reading went at once")
+	_, st, err = lim.AdaptiveLimit(ctx, "api", adaptive80)
+	require.NoError(t, err)
+	assert.Equal(t, "ceiling", st.Reason, "and lim reads it anew")
 }

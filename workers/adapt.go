@@ -41,6 +41,9 @@ func (p *Pool) announced(ctx context.Context, j *job, q backoff.Quota) {
 		j.logger().Debug("workers: cannot report the announced quota", "err", err)
 		return
 	}
+	if j.probe != nil {
+		p.probeAnswered(ctx, j, st.Rate)
+	}
 	if changed {
 		p.rebookBucket(j.upstream())
 		j.logger().Info("workers: the upstream announced its quota: the fleet's effective rate for the bucket follows it",

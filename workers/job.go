@@ -37,7 +37,9 @@ import (
 //	             its slot now or soon: sleep until it           run
 //	               woken by a change of limits or a reset       take a turn
 //	               a cooldown began since it was booked         back after the cooldown
-//	take a turn  no in-flight slot within the wait budget       back (archive past the horizon)
+//	take a turn  its upstream's adaptive bucket cold: wait for
+//	             the fleet's probe to be answered, or be it     (coldstart.go)
+//	             no in-flight slot within the wait budget       back (archive past the horizon)
 //	             its turn further off than the budget           back, holding it as a ticket
 //	             its turn within the budget: wait for it        run
 //	               woken by a change of limits or a lower rate  take a turn
@@ -92,6 +94,7 @@ type job struct {
 	up      int               // the index in buckets of the upstream's: where its cooldowns and announcements go
 	sem     string            // the task's in-flight semaphore, if its policy has InFlight
 	lease   *throttle.Lease   // its slot of sem while held before the handler (see holdFirst)
+	probe   *throttle.Lease   // its claim to ask a cold upstream first, until its answer is reported (coldstart.go)
 }
 
 // fate is what becomes of a job next: a step of its life, or an end.
@@ -167,6 +170,7 @@ func (p *Pool) process(ctx context.Context, task *asynq.Task) error {
 		f = fate{next: toCopied}
 	} else if j.pol != nil {
 		defer p.letGo(ctx, j)
+		defer p.endProbe(ctx, j)
 		f = p.begin(ctx, j)
 	}
 	for {
@@ -387,6 +391,9 @@ func (p *Pool) acquire(ctx context.Context, j *job) fate {
 	j.res = nil
 	if p.stopping() {
 		return back(shutdownDelay, reasonShutdown)
+	}
+	if f, ok := p.askFirst(ctx, j); !ok {
+		return f
 	}
 	if f, held := p.holdFirst(ctx, j); !held {
 		return f

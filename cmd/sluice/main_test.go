@@ -103,7 +103,7 @@ func TestCommands(t *testing.T) {
 	assert.Equal(t, "flag", views[0].Source)
 	assert.Equal(t, "sleep", views[1].Type)
 	assert.Equal(t, "runtime", views[1].Source)
-	assert.Equal(t, "ceiling", views[1].EffectiveWhy, "a token bucket adapts by default")
+	assert.Equal(t, "cold", views[1].EffectiveWhy, "a token bucket adapts by default; its upstream has not answered yet")
 	assert.InDelta(t, 5, views[1].Effective, 1e-9)
 	assert.Equal(t, 1, views[1].Workers)
 	assert.InDelta(t, 4.8, views[1].Grants, 0.01)

@@ -18,7 +18,7 @@ import (
 func observeAdaptive(mp metric.MeterProvider, lim *throttle.Limiter, r *rates) error {
 	m := mp.Meter("github.com/sluicehq/sluice/cmd/worker")
 	rate, err := m.Float64ObservableGauge("sluice.throttle.adaptive.rate",
-		metric.WithDescription("An adaptive limit's effective rate, per second, and why it last moved (ceiling, 429, header, recovery)."),
+		metric.WithDescription("An adaptive limit's effective rate, per second, and why it last moved (ceiling, 429, header, recovery; cold before the upstream first answers)."),
 		metric.WithUnit("1/s"))
 	if err != nil {
 		return err

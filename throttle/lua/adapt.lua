@@ -6,7 +6,10 @@
 -- KEYS[1]  <bucket>:adapt, a hash: r (rate, per period), at (µs of the last
 --          change), why (ceiling|429|header|recovery), pk (the rate at the
 --          last refusal), ok (successes counted since the last change, from
---          okat to okl, the first and the latest report after it)
+--          okat to okl, the first and the latest report after it). None
+--          is a cold bucket: its upstream has not answered yet (or was
+--          forgotten after idling); a read replies why "cold", and the first
+--          report stores the state at the ceiling before it applies.
 -- ARGV[1]  now in µs, or "" for Redis TIME (now.lua)
 -- ARGV[2]  op: read | refused | ok | announce
 -- ARGV[3]  ceiling, ARGV[4] floor (rates per period)
@@ -19,7 +22,8 @@
 --          decrease), ARGV[13] gamma (multiplicative increase per step while
 --          far under the rate of the last refusal)
 --
--- Reply: {rate as a string, why, µs since the last change}.
+-- Reply: {rate as a string, why (ceiling|cold|429|header|recovery), µs since
+-- the last change}.
 
 local op = ARGV[2]
 local ceil, floor = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -31,8 +35,8 @@ local quiet, gamma = tonumber(ARGV[12]), tonumber(ARGV[13])
 local h = redis.call("HMGET", KEYS[1], "r", "at", "why", "pk", "ok", "okat", "okl")
 local r, at, why = tonumber(h[1]), tonumber(h[2]), h[3]
 local pk, ok, okat, okl = tonumber(h[4]) or 0, tonumber(h[5]) or 0, tonumber(h[6]) or 0, tonumber(h[7]) or 0
-if not r then r, at, why = ceil, now, "ceiling" end
-if why == "ceiling" then r = ceil end -- at the ceiling: follow it if it moves
+if not r then r, at, why = ceil, now, "cold" end
+if why == "ceiling" or why == "cold" then r = ceil end -- at the ceiling: follow it if it moves
 r = math.min(math.max(r, floor), ceil)
 
 local changed = false
@@ -82,10 +86,14 @@ elseif op == "ok" then
     ok, okat, okl = keep_ok, keep_okat, keep_okl -- the measurement goes on
   end
 elseif op == "announce" then
-  set(n, "header")
+  -- Each answer's rate is the least its fields allow (their rounding hides
+  -- up to a unit): one lower than a rate announced within the hold is the
+  -- same quota read less closely, not a drop, and the higher one stands.
+  if not (why == "header" and n < r and now - at < hold) then set(n, "header") end
 end
 
 if changed then
+  if why == "cold" then why = "ceiling" end -- answered: no longer cold
   redis.call("HSET", KEYS[1], "r", tostring(r), "at", at, "why", why, "pk", tostring(pk),
     "ok", ok, "okat", okat, "okl", okl)
   redis.call("PEXPIRE", KEYS[1], ttl)
