@@ -45,12 +45,16 @@ func newHarness(t *testing.T) *harness {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	prefix := redistest.Prefix(t)
+	// Closed at cleanup, after the pools (started later, shut down first):
+	// a Hold (in-flight slots, a cold start's claim) subscribes for wakes.
+	store := throttle.NewRedisStore(rdb)
+	t.Cleanup(func() { _ = store.Close() })
 	return &harness{
 		srv:    srv,
 		rdb:    rdb,
 		qc:     queue.NewClient(asynq.NewClientFromRedisClient(rdb)), // shares rdb, which the helper closes
 		insp:   asynq.NewInspectorFromRedisClient(rdb),
-		lim:    throttle.NewLimiter(throttle.NewRedisStore(rdb), throttle.WithKeyPrefix(prefix)),
+		lim:    throttle.NewLimiter(store, throttle.WithKeyPrefix(prefix)),
 		prefix: prefix,
 		queue:  queueName(),
 	}

@@ -170,7 +170,11 @@ func (p *Pool) process(ctx context.Context, task *asynq.Task) error {
 		f = fate{next: toCopied}
 	} else if j.pol != nil {
 		defer p.letGo(ctx, j)
-		defer p.endProbe(ctx, j)
+		defer func() {
+			if j.probe != nil { // it probed a cold bucket (coldstart.go)
+				p.endProbe(ctx, j)
+			}
+		}()
 		f = p.begin(ctx, j)
 	}
 	for {
@@ -392,8 +396,10 @@ func (p *Pool) acquire(ctx context.Context, j *job) fate {
 	if p.stopping() {
 		return back(shutdownDelay, reasonShutdown)
 	}
-	if f, ok := p.askFirst(ctx, j); !ok {
-		return f
+	if j.pol.adaptive != nil { // a cold bucket asks its upstream first (coldstart.go)
+		if f, ok := p.askFirst(ctx, j); !ok {
+			return f
+		}
 	}
 	if f, held := p.holdFirst(ctx, j); !held {
 		return f
@@ -676,7 +682,9 @@ func (p *Pool) result(ctx context.Context, j *job, err error) fate {
 			p.adaptSucceeded(ctx, j)
 			p.applyNote(ctx, j)
 		}
-		p.charge(ctx, j)
+		if j.pol != nil && j.pol.settles { // charged what it really used (charge.go)
+			p.charge(ctx, j)
+		}
 		return fate{next: toDone}
 	}
 	var up *UpstreamError
