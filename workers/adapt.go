@@ -16,7 +16,7 @@ import (
 // overload episode.
 func (p *Pool) adaptRefused(ctx context.Context, j *job) {
 	a := j.pol.adaptive
-	st, lowered, err := p.adapt.Refused(context.WithoutCancel(ctx), j.upstream(), *a)
+	st, lowered, err := p.cfg.Limiter.Refused(context.WithoutCancel(ctx), j.upstream(), *a)
 	if err != nil {
 		j.logger().Debug("workers: cannot report the refusal to the adaptive rate", "err", err)
 		return
@@ -36,7 +36,7 @@ func (p *Pool) announced(ctx context.Context, j *job, q backoff.Quota) {
 	if a.Ceiling.Period == 0 {
 		rate = q.Rate
 	}
-	st, changed, err := p.adapt.Announced(context.WithoutCancel(ctx), j.upstream(), *a, rate)
+	st, changed, err := p.cfg.Limiter.Announced(context.WithoutCancel(ctx), j.upstream(), *a, rate)
 	if err != nil {
 		j.logger().Debug("workers: cannot report the announced quota", "err", err)
 		return
@@ -53,7 +53,7 @@ func (p *Pool) announced(ctx context.Context, j *job, q backoff.Quota) {
 
 // adaptSucceeded counts a success of job j for its upstream's adaptive bucket.
 func (p *Pool) adaptSucceeded(ctx context.Context, j *job) {
-	if err := p.adapt.Succeeded(context.WithoutCancel(ctx), j.upstream(), *j.pol.adaptive); err != nil {
+	if err := p.cfg.Limiter.Succeeded(context.WithoutCancel(ctx), j.upstream(), *j.pol.adaptive); err != nil {
 		j.logger().Debug("workers: cannot report successes to the adaptive rate", "err", err)
 	}
 }
@@ -97,7 +97,7 @@ func (p *Pool) rateDropped(ctx context.Context, j *job) bool {
 
 // adaptiveRate is the effective rate of job j's adaptive bucket now.
 func (p *Pool) adaptiveRate(ctx context.Context, j *job) (float64, error) {
-	l, _, err := p.adapt.AdaptiveLimit(ctx, j.upstream(), *j.pol.adaptive)
+	l, _, err := p.cfg.Limiter.AdaptiveLimit(ctx, j.upstream(), *j.pol.adaptive)
 	return l.Rate, err
 }
 

@@ -49,7 +49,7 @@ func (p *Pool) askFirst(ctx context.Context, j *job) (fate, bool) {
 	stop := context.AfterFunc(p.stopCtx, cancel)
 	defer stop()
 	done := p.startWaiting(ctx, j.rt)
-	lease, err := p.adapt.Hold(wctx, j.upstream()+probeSuffix, probeClaim)
+	lease, err := p.cfg.Limiter.Hold(wctx, j.upstream()+probeSuffix, probeClaim)
 	done()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -94,7 +94,7 @@ func (p *Pool) probeAnswered(ctx context.Context, j *job, rate float64) {
 func (p *Pool) cold(ctx context.Context, j *job) bool {
 	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
-	_, st, err := p.adapt.AdaptiveLimit(sctx, j.upstream(), *j.pol.adaptive)
+	_, st, err := p.cfg.Limiter.AdaptiveLimit(sctx, j.upstream(), *j.pol.adaptive)
 	return err == nil && st.Reason == coldReason
 }
 

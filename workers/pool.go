@@ -14,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/queue"
-	"github.com/sluicehq/sluice/throttle"
 )
 
 // ErrPoolClosed is returned by Start after Shutdown.
@@ -42,7 +41,6 @@ type Pool struct {
 	client  *queue.Client
 	tel     *telemetry
 	stats   stats
-	adapt   *throttle.Limiter
 	promote promoter // moves jobs sent back to come at a time of their own to pending then
 	// malformed holds the names of the policies whose upstream's unreadable
 	// rate-limit fields were warned of (warnMalformed).
@@ -117,7 +115,6 @@ func NewPool(cfg Config) (*Pool, error) {
 		rdb:     rdb,
 		client:  queue.NewClient(asynq.NewClientFromRedisClient(rdb)),
 		tel:     newTelemetry(cfg.MeterProvider, cfg.TracerProvider),
-		adapt:   cfg.Limiter,
 		routes:  make(map[string]*route),
 		names:   make(map[string]*policy),
 		waiters: make(map[*waiter]struct{}),
