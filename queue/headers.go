@@ -28,6 +28,15 @@ const (
 	HeaderDeadline       = "sluice-deadline"        // asynq Deadline option, unix microseconds
 	HeaderRetention      = "sluice-retention"       // asynq Retention option, Go duration string
 	HeaderMaxRetry       = "sluice-max-retry"       // the job's own retry budget (asynq holds one more: see Client.Enqueue)
+	HeaderPriority       = "sluice-priority"        // the job's priority, 1 (first) to 5 (last); absent means DefaultPriority
+)
+
+// Priorities a job may have: 1 goes first, 5 last. A job without one has
+// DefaultPriority. See docs/priorities.md.
+const (
+	HighestPriority = 1
+	DefaultPriority = 3
+	LowestPriority  = 5
 )
 
 // reservedPrefix starts every header name sluice owns.
@@ -53,6 +62,15 @@ type Meta struct {
 	Deadline       time.Time     // asynq Deadline option given at enqueue
 	MaxRetry       int           // the job's own retry budget, if HasMaxRetry
 	HasMaxRetry    bool          // Client.Enqueue recorded MaxRetry (asynq then holds one spare retry)
+	Priority       int           // 1 (first) to 5 (last); 0 means absent, which is DefaultPriority
+}
+
+// PriorityOr is m's priority, or DefaultPriority when the header is absent.
+func (m Meta) PriorityOr() int {
+	if m.Priority == 0 {
+		return DefaultPriority
+	}
+	return m.Priority
 }
 
 // MetaOf reads the sluice metadata from t's headers. Absent headers, and
@@ -151,6 +169,10 @@ var metaFields = [...]struct {
 		m.Deadline, err = parseMicros(v)
 		return err
 	}},
+	{HeaderPriority, func(m *Meta, v string) (err error) {
+		m.Priority, err = parseInt(v, HighestPriority, LowestPriority)
+		return err
+	}},
 }
 
 // writeTo stores m in h: each non-zero field under its header, and each zero
@@ -172,6 +194,7 @@ func (m Meta) writeTo(h map[string]string) {
 		delete(h, HeaderMaxRetry)
 	}
 	setMicros(h, HeaderDeadline, m.Deadline)
+	setInt(h, HeaderPriority, m.Priority)
 }
 
 const (

@@ -25,6 +25,7 @@ func TestMetaRoundTrip(t *testing.T) {
 		Timeout:        90 * time.Second,
 		Retention:      time.Hour,
 		Deadline:       at.Add(24 * time.Hour),
+		Priority:       1,
 	}
 	h := map[string]string{"trace-id": "abc"}
 	want.writeTo(h)
@@ -41,6 +42,8 @@ func TestMetaRoundTrip(t *testing.T) {
 	assert.Equal(t, want.Ticket, got.Ticket)
 	assert.Equal(t, want.Timeout, got.Timeout)
 	assert.Equal(t, want.Retention, got.Retention)
+	assert.Equal(t, 1, got.Priority)
+	assert.Equal(t, "1", h[HeaderPriority])
 	for name, pair := range map[string][2]time.Time{
 		"EnqueuedAt":     {want.EnqueuedAt, got.EnqueuedAt},
 		"ThrottledSince": {want.ThrottledSince, got.ThrottledSince},
@@ -65,6 +68,7 @@ func TestMetaOfAbsent(t *testing.T) {
 		m, err := MetaOf(task)
 		assert.NoError(t, err, "step %d", i)
 		assert.Equal(t, Meta{}, m, "step %d", i)
+		assert.Equal(t, DefaultPriority, m.PriorityOr(), "step %d: no header means the default priority", i)
 	}
 }
 
@@ -91,6 +95,9 @@ func TestMetaOfMalformed(t *testing.T) {
 		{HeaderTimeout, "-1s"},
 		{HeaderRetention, "forever"},
 		{HeaderDeadline, "99999999999999999999"},
+		{HeaderPriority, "0"},
+		{HeaderPriority, "6"},
+		{HeaderPriority, "high"},
 	}
 	for i, tt := range tests {
 		h := map[string]string{tt.header: tt.value, HeaderRequeues: "2"}
