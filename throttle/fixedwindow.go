@@ -3,6 +3,8 @@ package throttle
 import (
 	"fmt"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/calendar"
 )
 
 // FixedWindow grants at most Max per window of length Window. Windows are
@@ -26,12 +28,30 @@ import (
 // the n places stay in their window for the next callers to take, until it
 // ends (see Reservation.Cancel).
 //
+// A calendar quota ("2000 a day, resetting at midnight Pacific time") sets
+// Calendar and Zone instead of Window: the windows are the days, ISO weeks
+// (from Monday 00:00) or months (from the 1st, 00:00) of Zone, with their
+// real lengths (a day across a daylight-saving change is 23 or 25 hours).
+// Requests line up as in any FixedWindow, into the window of now or the next
+// one; a request that would need a later window is refused, with RetryAfter
+// until the next window starts, and a settled cost beyond Max is carried into
+// the next window at most. Calendar keys live under their own suffix (":cw"),
+// so a changed unit or zone starts the key's count afresh.
+//
 // Max must be from 1 to 1<<30, Window a whole number of microseconds from 1 ms
-// to about three years. The zero FixedWindow is invalid. A changed Max applies
-// on the key's next call; a changed Window starts the key's count afresh.
+// to about three years (or zero with a Calendar unit). The zero FixedWindow
+// is invalid. A changed Max applies on the key's next call: what the window
+// counted still counts, what is left follows the new Max. A changed Window
+// starts the key's count afresh.
 type FixedWindow struct {
 	Max    int           // grants per window
 	Window time.Duration // the window's length; windows start at multiples of it since the Unix epoch
+
+	// Calendar is "day", "week" or "month" for windows of the calendar in
+	// Zone, with Window zero; "" for windows of length Window.
+	Calendar string
+	// Zone is the calendar's time zone (time.LoadLocation); nil is UTC.
+	Zone *time.Location
 }
 
 // minWindow is the shortest window (or sliding window) a policy may have.
@@ -40,15 +60,27 @@ const minWindow = time.Millisecond
 func (FixedWindow) isPolicy() {}
 
 // quota is Max per Window.
-func (p FixedWindow) quota() (int, time.Duration) { return p.Max, p.Window }
+// A calendar unit's is its nominal length (a day 24 h, a month 30 days).
+func (p FixedWindow) quota() (int, time.Duration) {
+	if p.calendar() {
+		return p.Max, calendar.Unit(p.Calendar).Nominal()
+	}
+	return p.Max, p.Window
+}
 
 func (p FixedWindow) String() string {
+	if p.calendar() {
+		return fmt.Sprintf("%d per %s in %v", p.Max, p.Calendar, p.zone())
+	}
 	return fmt.Sprintf("%d per %v window", p.Max, p.Window)
 }
 
 // validate reports why p cannot be used, or nil (see Validate).
 func (p FixedWindow) validate() error {
 	if err := checkMax(p.Max); err != nil {
+		return err
+	}
+	if err := p.checkCalendar(); err != nil || p.calendar() {
 		return err
 	}
 	return checkWindow(p.Window)
@@ -61,7 +93,12 @@ func (p FixedWindow) check(n int) error {
 	return checkN(n, p.Max, "max")
 }
 
-func (FixedWindow) kind() kind { return kindFW }
+func (p FixedWindow) kind() kind {
+	if p.calendar() {
+		return kindCW
+	}
+	return kindFW
+}
 
 // window is Window in microseconds.
 func (p FixedWindow) window() int64 { return int64(p.Window / time.Microsecond) }
@@ -88,7 +125,10 @@ type fwState struct {
 // idleAt: once the cursor's window and any cooldown have ended, the state says nothing.
 func (s *fwState) idleAt(now int64) bool { return now >= max((s.w+1)*s.win, s.hold) }
 
-func (p FixedWindow) open(st memState, now, _ int64) module {
+func (p FixedWindow) open(st memState, now, cool int64) module {
+	if p.calendar() {
+		return p.openCW(st, now, cool)
+	}
 	win := p.window()
 	cur := now / win
 	m := &fwModule{max: int64(p.Max), s: fwState{w: cur, win: win}, cur: cur, fresh: true}

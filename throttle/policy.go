@@ -98,10 +98,11 @@ const (
 	kindFW             // FixedWindow
 	kindSL             // SlidingLog
 	kindSW             // SlidingWindow
+	kindCW             // FixedWindow with a Calendar unit
 	numKinds
 )
 
-var kindNames = [numKinds]string{"tb", "lb", "fw", "sl", "sw"}
+var kindNames = [numKinds]string{"tb", "lb", "fw", "sl", "sw", "cw"}
 
 func (k kind) String() string { return kindNames[k] }
 

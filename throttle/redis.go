@@ -95,10 +95,11 @@ func bucketKeys(keys []string, prefix string, b *Bucket) []string {
 	return append(keys, st, st+":holes", cooldownMarker(prefix, b.Key), ak)
 }
 
-// bucketArgs appends bucket b's six arguments: kind, n, a1, a2, a3, a4.
-func bucketArgs(args []any, b *Bucket) []any {
+// bucketArgs appends bucket b's six arguments: kind, n, a1, a2, a3, a4; a
+// calendar window's for a call at clock's time (nil: the real clock).
+func bucketArgs(args []any, b *Bucket, clock Clock) []any {
 	a := b.algo()
-	p := a.args()
+	p := argsOf(a, clock)
 	return append(args, a.kind().String(), b.N, p[0], p[1], p[2], p[3])
 }
 
@@ -117,7 +118,7 @@ func (s *RedisStore) reserve(ctx context.Context, req request) (decision, error)
 	args[0], args[1] = s.now(), strconv.FormatInt(req.maxWait, 10)
 	for i := 0; i < n; i++ {
 		keys = bucketKeys(keys, req.prefix, req.at(i))
-		args = bucketArgs(args, req.at(i))
+		args = bucketArgs(args, req.at(i), s.clock)
 	}
 	if sh := req.share; sh != nil {
 		tags, info := shareKeys(req.prefix, sh.bucket)
@@ -154,7 +155,7 @@ func (s *RedisStore) reserveBatch(ctx context.Context, reqs []request) ([]decisi
 	}
 	for i := 0; i < n; i++ {
 		keys = bucketKeys(keys, req.prefix, req.at(i))
-		args = bucketArgs(args, req.at(i))
+		args = bucketArgs(args, req.at(i), s.clock)
 	}
 	v, err := runInts(ctx, s.rdb, bucketScripts[scriptBatch][req.kind()], keys, args)
 	if err != nil {
@@ -175,7 +176,7 @@ func lean(req *request) bool {
 	if len(req.more) > 0 || req.share != nil {
 		return false
 	}
-	k := req.one.algo().kind()
+	k := req.one.algo().kind() // not a calendar window (kindCW): the general script serves it
 	return k == kindTB || k == kindLB || k == kindFW || k == kindSL || k == kindSW
 }
 
@@ -339,7 +340,7 @@ func (s *RedisStore) refund(ctx context.Context, req request, d decision, id str
 	args[0], args[1], args[2] = s.now(), strconv.FormatInt(d.slot(), 10), id
 	for i := 0; i < n; i++ {
 		keys = bucketKeys(keys, req.prefix, req.at(i))
-		args = bucketArgs(args, req.at(i))
+		args = bucketArgs(args, req.at(i), s.clock)
 	}
 	for i := 0; i < n; i++ {
 		h := d.handleAt(i)
@@ -357,7 +358,7 @@ func (s *RedisStore) refund(ctx context.Context, req request, d decision, id str
 func (s *RedisStore) charge(ctx context.Context, req request, d decision, used int, id string) (bool, error) {
 	keys := bucketKeys(make([]string, 0, 5), req.prefix, &req.one)
 	keys = append(keys, keys[0]+":settle:"+id)
-	args := bucketArgs(append(make([]any, 0, 11), s.now(), strconv.FormatInt(d.slot(), 10)), &req.one)
+	args := bucketArgs(append(make([]any, 0, 11), s.now(), strconv.FormatInt(d.slot(), 10)), &req.one, s.clock)
 	args = append(args, d.handle.us, d.handle.ps, used)
 	v, err := bucketScripts[scriptSettle][req.kind()].Run(ctx, s.rdb, keys, args...).Int64()
 	if err != nil {
@@ -372,7 +373,7 @@ func (s *RedisStore) charge(ctx context.Context, req request, d decision, used i
 func (s *RedisStore) giveBack(ctx context.Context, req request, ds []decision, id string) (int, error) {
 	keys := bucketKeys(make([]string, 0, 5), req.prefix, &req.one)
 	keys = append(keys, keys[0]+":refund:"+id)
-	args := bucketArgs(append(make([]any, 0, 7+3*len(ds)), s.now()), &req.one)
+	args := bucketArgs(append(make([]any, 0, 7+3*len(ds)), s.now()), &req.one, s.clock)
 	for i := len(ds) - 1; i >= 0; i-- {
 		h := ds[i].handleAt(0)
 		args = append(args, h.us, h.ps, ds[i].slot())
@@ -388,7 +389,7 @@ func cooldownMarker(prefix, name string) string { return redisKey(prefix, name) 
 
 func (s *RedisStore) cooldown(ctx context.Context, prefix string, b Bucket, d time.Duration) (time.Duration, error) {
 	keys := bucketKeys(make([]string, 0, 4), prefix, &b)
-	args := bucketArgs([]any{s.now(), int64(d / time.Microsecond)}, &b)
+	args := bucketArgs([]any{s.now(), int64(d / time.Microsecond)}, &b, s.clock)
 	v, err := bucketScripts[scriptCooldown][b.algo().kind()].Run(ctx, s.rdb, keys, args...).Int64()
 	if err != nil {
 		return 0, s.fail("cooldown", err)
@@ -412,7 +413,7 @@ func (s *RedisStore) cooldownLeft(ctx context.Context, prefix, key string) (time
 
 func (s *RedisStore) peek(ctx context.Context, prefix string, b Bucket) (State, error) {
 	keys := bucketKeys(make([]string, 0, 4), prefix, &b)
-	args := bucketArgs([]any{s.now()}, &b)
+	args := bucketArgs([]any{s.now()}, &b, s.clock)
 	ints, err := runInts(ctx, s.rdb, bucketScripts[scriptPeek][b.algo().kind()], keys, args)
 	if err != nil {
 		return State{}, s.fail("peek", err)

@@ -38,6 +38,8 @@ var (
 	slLua string
 	//go:embed lua/sw.lua
 	swLua string
+	//go:embed lua/cw.lua
+	cwLua string
 
 	//go:embed lua/share.lua
 	shareLua string
@@ -107,8 +109,9 @@ var bucketScripts = func() (s [numScriptOps][numKinds + 1]*redis.Script) {
 		kindFW: fwLua,
 		kindSL: slLua,
 		kindSW: swLua,
+		kindCW: cwLua,
 	}
-	all := tatLua + tbLua + lbLua + fwLua + slLua + swLua
+	all := tatLua + tbLua + lbLua + fwLua + slLua + swLua + cwLua
 	mains := [numScriptOps]string{
 		scriptReserve:  shareLua + "\n" + reserveLua + "\n" + reserveOneLua,
 		scriptBatch:    shareLua + "\n" + reserveLua + "\n" + reserveBatchLua,

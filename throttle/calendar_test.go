@@ -1,0 +1,223 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+func mustZone(t *testing.T, name string) *time.Location {
+	loc, err := time.LoadLocation(name)
+	require.NoError(t, err)
+	return loc
+}
+
+// calStep is a call at an instant: take n (TryAcquireAll over the
+// policies, each on its own key), and the answer.
+type calStep struct {
+	at      time.Time
+	n       int
+	granted bool
+	retry   time.Duration // when not granted
+	left    int           // Remaining
+}
+
+// Calendar windows on both stores, one fake clock: a day of 23 and of 25
+// hours, month ends, ISO weeks, quarter-hour zones. Each case takes a
+// quota of 2 to its end and asks again; the retry says where the window ends.
+func TestCalendarWindows(t *testing.T) {
+	ny, ktm, cht := mustZone(t, "America/New_York"), mustZone(t, "Asia/Kathmandu"), mustZone(t, "Pacific/Chatham")
+	day := func(loc *time.Location) FixedWindow { return FixedWindow{Max: 2, Calendar: "day", Zone: loc} }
+	cases := []struct {
+		name  string
+		p     FixedWindow
+		steps []calStep
+	}{
+		{"New York, 8 March 2026: a 23-hour day", day(ny), []calStep{
+			{at: time.Date(2026, 3, 8, 0, 30, 0, 0, ny), n: 2, granted: true, left: 0},
+			{at: time.Date(2026, 3, 8, 0, 30, 0, 0, ny), n: 1, retry: 22*time.Hour + 30*time.Minute},
+			{at: time.Date(2026, 3, 8, 23, 59, 59, 0, ny), n: 1, retry: time.Second},
+			{at: time.Date(2026, 3, 9, 0, 0, 0, 0, ny), n: 1, granted: true, left: 1},
+		}},
+		{"New York, 1 November 2026: a 25-hour day", day(ny), []calStep{
+			{at: time.Date(2026, 11, 1, 0, 30, 0, 0, ny), n: 2, granted: true},
+			{at: time.Date(2026, 11, 1, 0, 30, 0, 0, ny), n: 1, retry: 24*time.Hour + 30*time.Minute},
+			{at: time.Date(2026, 11, 2, 0, 0, 0, 0, ny).Add(-time.Microsecond), n: 1, retry: time.Microsecond},
+			{at: time.Date(2026, 11, 2, 0, 0, 0, 0, ny), n: 2, granted: true},
+		}},
+		{"Kathmandu: the day ends at 18:15 UTC", day(ktm), []calStep{
+			{at: time.Date(2026, 5, 1, 18, 0, 0, 0, time.UTC), n: 2, granted: true},
+			{at: time.Date(2026, 5, 1, 18, 0, 0, 0, time.UTC), n: 1, retry: 15 * time.Minute},
+			{at: time.Date(2026, 5, 1, 18, 15, 0, 0, time.UTC), n: 1, granted: true, left: 1},
+		}},
+		{"Chatham: a 25-hour day in April, ending at 11:15 UTC", day(cht), []calStep{
+			{at: time.Date(2026, 4, 5, 0, 0, 0, 0, cht), n: 2, granted: true},
+			{at: time.Date(2026, 4, 5, 0, 0, 0, 0, cht), n: 1, retry: 25 * time.Hour},
+			{at: time.Date(2026, 4, 5, 11, 15, 0, 0, time.UTC), n: 1, granted: true, left: 1},
+		}},
+		{"months of 28, 29, 30 and 31 days", FixedWindow{Max: 2, Calendar: "month"}, []calStep{
+			{at: time.Date(2027, 2, 1, 0, 0, 0, 0, time.UTC), n: 2, granted: true},
+			{at: time.Date(2027, 2, 1, 0, 0, 0, 0, time.UTC), n: 1, retry: 28 * 24 * time.Hour},
+			{at: time.Date(2028, 2, 1, 0, 0, 0, 0, time.UTC), n: 2, granted: true},
+			{at: time.Date(2028, 2, 1, 0, 0, 0, 0, time.UTC), n: 1, retry: 29 * 24 * time.Hour},
+			{at: time.Date(2028, 4, 1, 0, 0, 0, 0, time.UTC), n: 2, granted: true},
+			{at: time.Date(2028, 4, 1, 0, 0, 0, 0, time.UTC), n: 1, retry: 30 * 24 * time.Hour},
+			{at: time.Date(2028, 12, 31, 23, 0, 0, 0, time.UTC), n: 2, granted: true},
+			{at: time.Date(2028, 12, 31, 23, 0, 0, 0, time.UTC), n: 1, retry: time.Hour},
+			{at: time.Date(2029, 1, 1, 0, 0, 0, 0, time.UTC), n: 1, granted: true, left: 1},
+		}},
+		{"ISO weeks in New York: Monday 00:00 local", FixedWindow{Max: 2, Calendar: "week", Zone: ny}, []calStep{
+			{at: time.Date(2026, 12, 31, 9, 0, 0, 0, ny), n: 2, granted: true}, // a Thursday
+			{at: time.Date(2027, 1, 3, 23, 0, 0, 0, ny), n: 1, retry: time.Hour},
+			{at: time.Date(2027, 1, 4, 0, 0, 0, 0, ny), n: 1, granted: true, left: 1},
+		}},
+	}
+	stores, clock := settleStores(t)
+	for name, store := range stores {
+		lim := NewLimiter(store, WithKeyPrefix(redistest.Prefix(t)+name+":"))
+		for ci, c := range cases {
+			for si, s := range c.steps {
+				clock.mu.Lock()
+				clock.t = s.at
+				clock.mu.Unlock()
+				msg := fmt.Sprintf("%s: case %d (%s) step %d", name, ci, c.name, si)
+				res, err := lim.TryAcquire(context.Background(), fmt.Sprintf("cal%d", ci), c.p, s.n)
+				require.NoError(t, err, msg)
+				assert.Equal(t, s.granted, res.Allowed, msg+": granted")
+				if s.granted {
+					assert.Equal(t, s.left, res.Remaining, msg+": remaining")
+				} else {
+					assert.Equal(t, s.retry, res.RetryAfter, msg+": retry")
+				}
+			}
+		}
+	}
+}
+
+// setClock moves a fake clock to t.
+func (c *fakeClock) set(t time.Time) {
+	c.mu.Lock()
+	c.t = t
+	c.mu.Unlock()
+}
+
+// A calendar tier stacked with a short one: all or nothing, and a denial by
+// either charges neither; a raised Max applies to the window's next grant,
+// with what was used still counted; a booking goes into the next window at
+// most, and beyond it the call is refused until the next window starts.
+func TestCalendarStackedAndChanged(t *testing.T) {
+	la := mustZone(t, "America/Los_Angeles")
+	perSec := FixedWindow{Max: 2, Window: time.Second}
+	daily := FixedWindow{Max: 3, Calendar: "day", Zone: la}
+	noon := time.Date(2026, 7, 1, 12, 0, 0, 0, la)
+	stores, clock := settleStores(t)
+	for name, store := range stores {
+		ctx := context.Background()
+		lim := NewLimiter(store, WithKeyPrefix(redistest.Prefix(t)+name+":"))
+		both := func(n int) []Bucket {
+			return []Bucket{{Key: "{a}:s", Limit: perSec, N: n}, {Key: "{a}:d", Limit: daily, N: n}}
+		}
+		clock.set(noon)
+		res, err := lim.TryAcquireAll(ctx, both(2))
+		require.NoError(t, err, name)
+		assert.True(t, res.Allowed, name)
+		// the second's tier refuses: the day's counts nothing
+		res, err = lim.TryAcquireAll(ctx, both(1))
+		require.NoError(t, err, name)
+		assert.False(t, res.Allowed, name)
+		clock.set(noon.Add(time.Second))
+		st, err := lim.Peek(ctx, "{a}:d", daily)
+		require.NoError(t, err, name)
+		assert.Equal(t, 1, st.Remaining, name+": the denied call charged the day nothing")
+		// the day's tier refuses 2: the second's counts nothing
+		res, err = lim.TryAcquireAll(ctx, both(2))
+		require.NoError(t, err, name)
+		assert.False(t, res.Allowed, name)
+		assert.Equal(t, 12*time.Hour-time.Second, res.RetryAfter, name+": until midnight in Los Angeles")
+		res, err = lim.TryAcquireAll(ctx, []Bucket{{Key: "{a}:s", Limit: perSec, N: 2}})
+		require.NoError(t, err, name)
+		assert.True(t, res.Allowed, name+": the denied call charged the second nothing")
+
+		// raised mid-window: 2 used of 3 still count, 4 more of 6 left
+		raised := daily
+		raised.Max = 6
+		res, err = lim.TryAcquire(ctx, "{a}:d", raised, 5)
+		require.NoError(t, err, name)
+		assert.False(t, res.Allowed, name+": 2 used + 5 > 6")
+		res, err = lim.TryAcquire(ctx, "{a}:d", raised, 3)
+		require.NoError(t, err, name)
+		assert.True(t, res.Allowed, name)
+		assert.Equal(t, 1, res.Remaining, name)
+		// lowered below what was used: nothing left until midnight
+		res, err = lim.TryAcquire(ctx, "{a}:d", daily, 1)
+		require.NoError(t, err, name)
+		assert.False(t, res.Allowed, name)
+
+		// bookings: the next window, then a refusal until it starts
+		r, err := lim.Reserve(ctx, "{b}", daily, 3, -1)
+		require.NoError(t, err, name)
+		assert.Equal(t, time.Duration(0), r.Delay(), name)
+		r, err = lim.Reserve(ctx, "{b}", daily, 3, -1)
+		require.NoError(t, err, name)
+		assert.InDelta(t, float64(12*time.Hour-time.Second), float64(r.Delay()), float64(time.Second), name+": tomorrow's window")
+		_, err = lim.Reserve(ctx, "{b}", daily, 1, -1)
+		var limited *LimitedError
+		require.True(t, errors.As(err, &limited), name)
+		assert.Equal(t, 36*time.Hour-time.Second, limited.RetryAfter, name+": the day after tomorrow")
+	}
+}
+
+func TestCalendarValidate(t *testing.T) {
+	ny := mustZone(t, "America/New_York")
+	for i, p := range []FixedWindow{
+		{Max: 1, Calendar: "year"},
+		{Max: 1, Calendar: "day", Window: time.Hour},
+		{Max: 1, Window: time.Hour, Zone: ny},
+		{Max: 0, Calendar: "day"},
+	} {
+		assert.ErrorIs(t, Validate(p), ErrInvalid, "case %d", i)
+	}
+	assert.NoError(t, Validate(FixedWindow{Max: 1, Calendar: "month", Zone: ny}))
+	n, span := QuotaOf(FixedWindow{Max: 5, Calendar: "week"})
+	assert.Equal(t, 5, n)
+	assert.Equal(t, 7*24*time.Hour, span)
+}
+
+// On Redis's own clock: a zone the test makes so that its midnight is a
+// moment away. The count of the day before ends exactly there, and the
+// key's TTL ends soon after the window does.
+func TestCalendarRedisTime(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	ctx := context.Background()
+	prefix := redistest.Prefix(t)
+	lim := NewLimiter(NewRedisStore(rdb), WithKeyPrefix(prefix))
+	now := time.Now().UTC()
+	m := now.Add(1500 * time.Millisecond).Truncate(time.Second)
+	toMidnight := m.Sub(now)
+	// the zone whose local midnight is at m: offset = -(seconds of m's UTC day)
+	sec := m.Hour()*3600 + m.Minute()*60 + m.Second()
+	zone := time.FixedZone("soon", -sec)
+	p := FixedWindow{Max: 2, Calendar: "day", Zone: zone}
+	res, err := lim.TryAcquire(ctx, "k", p, 2)
+	require.NoError(t, err)
+	require.True(t, res.Allowed)
+	res, err = lim.TryAcquire(ctx, "k", p, 1)
+	require.NoError(t, err)
+	require.False(t, res.Allowed)
+	assert.InDelta(t, float64(toMidnight), float64(res.RetryAfter), float64(100*time.Millisecond), "until the zone's midnight")
+	ttl, err := rdb.PTTL(ctx, stateKey(prefix, "k", p)).Result()
+	require.NoError(t, err)
+	assert.Greater(t, ttl, res.RetryAfter, "the key lives to the window's end")
+	assert.Less(t, ttl, res.RetryAfter+2*time.Second, "and about a second more")
+	time.Sleep(res.RetryAfter)
+	res, err = lim.TryAcquire(ctx, "k", p, 2)
+	require.NoError(t, err)
+	assert.True(t, res.Allowed, "a new day on the store's clock")
+}
