@@ -49,10 +49,15 @@ Flags:
                            grants not taken in time are given back unless another
                            booking stands on them (then lost to the fleet)
   --limit SPEC             a limit, repeatable:
-                           TYPE=RATE/UNIT[,name=NAME][,policy=P][,burst=N][,slots=N][,capacity=N]
+                           TYPE=RATE/UNIT[,name=NAME][,policy=P][,zone=IANA][,burst=N][,slots=N][,capacity=N]
                                 [,key=TEMPLATE][,max-wait=D][,cost=N|{COST}][,global=RATE/UNIT[:BURST]]
                                 [,in-flight=N][,adapt=on|off|key][,floor=RATE/UNIT][,fair=on|off][,weights=KEY:N|KEY:N]
-                           UNIT is s, m or h; TEMPLATE may use {type}, {payload.FIELD}, {header.NAME};
+                           UNIT is s, m, h, or a calendar unit: day, week (ISO, from Monday 00:00)
+                           or month (from the 1st), in zone=IANA_NAME (default UTC), e.g.
+                           'http:request=2000/day,zone=America/Los_Angeles': a fixed window with
+                           the zone's real day lengths (23 or 25 h across DST); a job over it is
+                           parked until the reset, never archived for it; see docs/quotas.md;
+                           TEMPLATE may use {type}, {payload.FIELD}, {header.NAME};
                            several --limit for one TYPE, each with name=, are its named limits,
                            every job takes from all of them at once (all or nothing); the type's
                            options (key, max-wait, global, in-flight, adapt, floor, fair, weights)
@@ -65,7 +70,8 @@ Flags:
                            policy=P, what the limit promises (default token-bucket):
                              token-bucket    RATE per UNIT on average, bursts up to burst=N
                                              (default: a second's worth, at least 1)
-                             fixed-window    at most RATE per calendar UNIT (up to 2x across an edge)
+                             fixed-window    at most RATE per aligned UNIT (up to 2x across an edge);
+                                             the policy of a calendar unit (implied; no other takes one)
                              sliding-log     at most RATE in any span of one UNIT, exactly
                              sliding-window  about RATE in any span of one UNIT, exactly RATE in any
                                              slots=N whole slots (default 10), in constant memory
@@ -88,7 +94,7 @@ Flags:
                            to their queue for a worker that runs them)
   --limits FILE            limits file, JSON {"limits": [{"type": "...", "rate": "50/s", ...}]}
                            or, named .yaml or .yml, YAML of the same schema,
-                           with the spec's options as fields ("policy", "burst", "slots",
+                           with the spec's options as fields ("policy", "zone", "burst", "slots",
                            "capacity", "key", "max_wait", "cost", "global", "in_flight",
                            "adapt": true|false|"key", "floor", "fair": true|false,
                            "weights": {"KEY": N}); a type's named limits as a list under it,

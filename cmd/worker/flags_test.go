@@ -202,7 +202,7 @@ func TestBadInput(t *testing.T) {
 		{with("--limits", ""), "--limits is empty: want the path of a JSON or YAML limits file"},
 		{with("--limiter-redis", ""), "--limiter-redis is empty: leave it out to use the queue Redis"},
 
-		{with("--limit", "http:request=50/q"), `limit "http:request=50/q": unknown unit "q" (want s, m or h)`},
+		{with("--limit", "http:request=50/q"), `limit "http:request=50/q": unknown unit "q" (want s, m, h, day, week or month)`},
 		{with("--limit", "http:request"), `limit "http:request": want TYPE=RATE/UNIT, e.g. http:request=50/s`},
 		{with("--limit", "a=5/s,cost=9,burst=3"), `limit "a=5/s,cost=9,burst=3": cost 9 is larger than burst 3: no job could ever run`},
 		{with("--limit", "a=1/s", "--limit", "a=2/s"), `limits of type "a": two limits without name= (give each of the type's limits a name=)`},

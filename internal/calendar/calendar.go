@@ -18,15 +18,14 @@ const (
 	Month Unit = "month"
 )
 
-// Parse reads a unit's name: day, week or month (d, w and mo too, and the
-// names with a trailing s).
+// Parse reads a unit's name: day, week or month (or days, weeks, months).
 func Parse(s string) (Unit, error) {
 	switch s {
-	case "day", "days", "d":
+	case "day", "days":
 		return Day, nil
-	case "week", "weeks", "w":
+	case "week", "weeks":
 		return Week, nil
-	case "month", "months", "mo":
+	case "month", "months":
 		return Month, nil
 	}
 	return "", fmt.Errorf("calendar unit %q is not day, week or month", s)

@@ -59,11 +59,13 @@ func TestBounds(t *testing.T) {
 }
 
 func TestParse(t *testing.T) {
-	for in, want := range map[string]Unit{"day": Day, "d": Day, "weeks": Week, "month": Month, "mo": Month} {
+	for in, want := range map[string]Unit{"day": Day, "days": Day, "weeks": Week, "month": Month, "months": Month} {
 		u, err := Parse(in)
 		require.NoError(t, err, in)
 		assert.Equal(t, want, u, in)
 	}
-	_, err := Parse("year")
-	assert.Error(t, err)
+	for _, bad := range []string{"year", "d", "mo", ""} {
+		_, err := Parse(bad)
+		assert.Error(t, err, bad)
+	}
 }

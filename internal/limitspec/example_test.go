@@ -30,7 +30,7 @@ func ExampleParse() {
 	// email:send 100/1m0s burst 10 tenant:{payload.tenant} 2s
 	// 50/1s burst 50
 	// 100 per 1m0s sliding log
-	// limit "http:request=50/q": unknown unit "q" (want s, m or h)
+	// limit "http:request=50/q": unknown unit "q" (want s, m, h, day, week or month)
 	// limit "report=100/m,policy=sliding-log,burst=10": burst does not apply to policy sliding-log (burst is for policy token-bucket)
 }
 

@@ -36,7 +36,8 @@ type fileEntry struct {
 // its named ones.
 type fileLimit struct {
 	Rate     string   `json:"rate"`     // RATE/UNIT, as in a spec
-	Policy   string   `json:"policy"`   // absent: token-bucket
+	Policy   string   `json:"policy"`   // absent: token-bucket (fixed-window for a calendar unit)
+	Zone     string   `json:"zone"`     // a calendar unit's IANA zone; absent: UTC
 	Burst    *int     `json:"burst"`    // token-bucket; absent: the default burst
 	Slots    *int     `json:"slots"`    // sliding-window; absent: 10
 	Capacity *int     `json:"capacity"` // leaky-bucket; absent: the default, as burst
@@ -95,7 +96,8 @@ func (c *fileCost) UnmarshalJSON(b []byte) error {
 //	]}
 //
 // Each entry holds the fields of a spec (see [Parse]): type and rate are
-// required; policy, burst, slots, capacity, key, max_wait, cost, global and
+// required (a rate such as "2000/day" has a calendar unit, and a "zone");
+// policy, zone, burst, slots, capacity, key, max_wait, cost, global and
 // in_flight may be left out, with the same defaults and the same rules
 // (burst for token-bucket, slots for sliding-window, capacity for
 // leaky-bucket). cost is a number, or a template string. A type's named
@@ -315,11 +317,17 @@ func (l fileLimit) part(typ, name string) (part, error) {
 	if l.Rate == "" {
 		return part{}, invalidf(`"rate" is missing or empty (want RATE/UNIT, e.g. "50/s")`)
 	}
-	r, period, err := parseRate(l.Rate)
+	r, period, cal, err := parseQuota(l.Rate)
 	if err != nil {
 		return part{}, err
 	}
-	pt := part{typ: typ, name: name, rate: r, period: period, sh: shape{policy: l.Policy}}
+	pt := part{typ: typ, name: name, rate: r, period: period, sh: shape{policy: l.Policy, cal: cal}}
+	if l.Zone != "" {
+		pt.sh.zset = true
+		if pt.sh.zone, err = parseZone(l.Zone); err != nil {
+			return part{}, err
+		}
+	}
 	for _, o := range []struct {
 		name string
 		v    *int

@@ -98,7 +98,7 @@ func TestLoadFileInvalid(t *testing.T) {
 		{"entry not an object", `{"limits": ["a=1/s"]}`, `limits[0]: want an object such as {"type": "http:request", "rate": "50/s"}, got JSON string`},
 		{"missing type", `{"limits": [{"rate": "1/s"}]}`, `limits[0]: "type" is missing or empty`},
 		{"missing rate", `{"limits": [{"type": "a"}]}`, `limits[0] (type "a"): "rate" is missing or empty (want RATE/UNIT, e.g. "50/s")`},
-		{"bad unit", `{"limits": [{"type": "a", "rate": "1/s"}, {"type": "email:send", "rate": "5/q"}]}`, `limits[1] (type "email:send"): unknown unit "q" (want s, m or h)`},
+		{"bad unit", `{"limits": [{"type": "a", "rate": "1/s"}, {"type": "email:send", "rate": "5/q"}]}`, `limits[1] (type "email:send"): unknown unit "q" (want s, m, h, day, week or month)`},
 		{"zero burst", `{"limits": [{"type": "a", "rate": "1/s", "burst": 0}]}`, `limits[0] (type "a"): burst 0 must be at least 1`},
 		{"zero cost", `{"limits": [{"type": "a", "rate": "1/s", "cost": 0}]}`, `limits[0] (type "a"): cost 0 must be at least 1 (leave it out for 1)`},
 		{"cost over burst", `{"limits": [{"type": "a", "rate": "1/s", "cost": 2}]}`, `limits[0] (type "a"): cost 2 is larger than burst 1: no job could ever run`},

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/calendar"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -26,10 +27,14 @@ var policyNames = []string{TokenBucket, FixedWindow, SlidingLog, SlidingWindow, 
 // shape is what a spec says about its limit's policy, beyond RATE/UNIT: the
 // policy's name and the options only some policies take (0: not given).
 type shape struct {
-	policy   string // "" means TokenBucket
+	policy   string // "" means TokenBucket, or FixedWindow with a calendar unit
 	burst    int    // token-bucket only
 	slots    int    // sliding-window only
 	capacity int    // leaky-bucket only
+
+	cal  calendar.Unit  // a calendar unit: RATE/day, /week or /month (calendar.go)
+	zone *time.Location // zone=, for a calendar unit; nil: UTC
+	zset bool           // zone= was given
 }
 
 // policyOptions says which of the per-policy options each policy takes.
@@ -45,6 +50,12 @@ var policyOptions = map[string][]string{
 // window policies RATE/UNIT reads as Max per Window, so RATE must be whole.
 // An option the chosen policy does not take is an error naming both.
 func (sh shape) build(rate float64, period time.Duration) (throttle.Policy, error) {
+	if sh.cal != "" {
+		return sh.buildCalendar(rate)
+	}
+	if sh.zset {
+		return nil, invalidf("zone is for a quota per day, week or month (RATE/day, RATE/week, RATE/month)")
+	}
 	name := sh.policy
 	if name == "" {
 		name = TokenBucket
@@ -119,6 +130,10 @@ func shapeOf(p throttle.Policy) (sh shape, rate float64, period time.Duration) {
 	case throttle.LeakyBucket:
 		return shape{policy: LeakyBucket, capacity: p.Capacity}, p.Rate, p.Period
 	case throttle.FixedWindow:
+		if p.Calendar != "" {
+			u := calendar.Unit(p.Calendar)
+			return shape{policy: FixedWindow, cal: u, zone: p.Zone, zset: zoneName(p.Zone) != ""}, float64(p.Max), u.Nominal()
+		}
 		return shape{policy: FixedWindow}, float64(p.Max), p.Window
 	case throttle.SlidingLog:
 		return shape{policy: SlidingLog}, float64(p.Max), p.Window
@@ -160,8 +175,9 @@ func validatePolicy(what string, p throttle.Policy) error {
 func reason(err error) string { return strings.TrimPrefix(err.Error(), "throttle: ") }
 
 // RateOf is p's RATE/UNIT as a spec writes it: a token or leaky bucket's
-// Rate per Period, a window policy's Max per Window; (0, 0) for a policy a
-// spec cannot name.
+// Rate per Period, a window policy's Max per Window (a calendar unit's
+// nominal length: a day 24 h, a week 7 days, a month 30); (0, 0) for a
+// policy a spec cannot name.
 func RateOf(p throttle.Policy) (rate float64, period time.Duration) {
 	_, rate, period = shapeOf(p)
 	return rate, period

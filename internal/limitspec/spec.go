@@ -53,7 +53,7 @@ type Spec struct {
 
 // Parse parses one limit written as
 //
-//	TYPE=RATE/UNIT[,name=NAME][,policy=NAME][,burst=N][,slots=N][,capacity=N][,key=TEMPLATE][,max-wait=DURATION][,cost=N|{TEMPLATE}][,settle={TEMPLATE}][,global=RATE/UNIT[:BURST]][,in-flight=N]
+//	TYPE=RATE/UNIT[,name=NAME][,policy=NAME][,zone=IANA_NAME][,burst=N][,slots=N][,capacity=N][,key=TEMPLATE][,max-wait=DURATION][,cost=N|{TEMPLATE}][,settle={TEMPLATE}][,global=RATE/UNIT[:BURST]][,in-flight=N]
 //
 // for example "email:send=100/m,burst=10,key=tenant:{payload.tenant}". Spaces
 // around each part are ignored. name= makes the limit one of the type's
@@ -76,6 +76,13 @@ type Spec struct {
 //     slots=N whole slots, default 10), in constant memory;
 //   - leaky-bucket: an even pace, one every UNIT/RATE, at most capacity=N
 //     queued (default max(1, ceil(per second))); beyond that, refused.
+//
+// UNIT is s, m or h, or a calendar unit: day, week (ISO, from Monday 00:00)
+// or month (from the 1st, 00:00), in the time zone zone= names (an IANA
+// name; UTC if left out), as in "http:request=2000/day,zone=America/Los_Angeles".
+// A calendar unit is a fixed window (throttle.FixedWindow with Calendar and
+// Zone): policy=fixed-window is implied, and another policy is an error, as
+// it has no calendar meaning; zone= without a calendar unit is an error too.
 //
 // For the window policies RATE must be a whole number: the most per UNIT.
 // burst, slots and capacity apply to one policy each; given for another, they
@@ -238,7 +245,7 @@ func parsePart(s string) (part, error) {
 		return part{}, invalidf("type is empty")
 	}
 	var err error
-	if pt.rate, pt.period, err = parseRate(strings.TrimSpace(rate)); err != nil {
+	if pt.rate, pt.period, pt.sh.cal, err = parseQuota(strings.TrimSpace(rate)); err != nil {
 		return part{}, err
 	}
 	if !hasOpts {
@@ -266,6 +273,9 @@ func parsePart(s string) (part, error) {
 			pt.sh.burst, err = parseCount(optBurst, value)
 		case optPolicy:
 			pt.sh.policy = value
+		case optZone:
+			pt.sh.zset = true
+			pt.sh.zone, err = parseZone(value)
 		case optSlots:
 			pt.sh.slots, err = parseCount(optSlots, value)
 		case optCapacity:
@@ -309,7 +319,7 @@ func parsePart(s string) (part, error) {
 		case optWeights:
 			o.fa.weights, err = parseWeights(value)
 		default:
-			err = invalidf("unknown option %s (want name, policy, burst, slots, capacity, key, max-wait, cost, settle, global, in-flight, adapt, floor, fair or weights)", quote(name))
+			err = invalidf("unknown option %s (want name, policy, zone, burst, slots, capacity, key, max-wait, cost, settle, global, in-flight, adapt, floor, fair or weights)", quote(name))
 		}
 		if err != nil {
 			return part{}, err
@@ -730,9 +740,16 @@ func (s Spec) Flags() []string {
 		b.WriteString(s.Name)
 		b.WriteByte('=')
 		sh, rate, period := shapeOf(l.Limit)
-		writeRate(&b, rate, period)
+		if sh.cal != "" {
+			fmt.Fprintf(&b, "%s/%s", strconv.FormatFloat(rate, 'f', -1, 64), sh.cal)
+		} else {
+			writeRate(&b, rate, period)
+		}
 		if sh.policy != TokenBucket {
 			fmt.Fprintf(&b, ",%s=%s", optPolicy, sh.policy)
+		}
+		if z := zoneName(sh.zone); sh.cal != "" && z != "" {
+			fmt.Fprintf(&b, ",%s=%s", optZone, z)
 		}
 		for _, o := range []struct {
 			name string

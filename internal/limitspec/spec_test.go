@@ -92,7 +92,7 @@ func TestParseInvalid(t *testing.T) {
 		in   string
 		want string // the whole message
 	}{
-		{"x=50/q", `limit "x=50/q": unknown unit "q" (want s, m or h)`},
+		{"x=50/q", `limit "x=50/q": unknown unit "q" (want s, m, h, day, week or month)`},
 		{"a=5/s,policy=sliding-log,burst=3", `limit "a=5/s,policy=sliding-log,burst=3": burst does not apply to policy sliding-log (burst is for policy token-bucket)`},
 		{"a=5/s,slots=3", `limit "a=5/s,slots=3": slots does not apply to policy token-bucket (slots is for policy sliding-window)`},
 		{"a=5/s,policy=fixed-window,capacity=3", `limit "a=5/s,policy=fixed-window,capacity=3": capacity does not apply to policy fixed-window (capacity is for policy leaky-bucket)`},
@@ -117,9 +117,9 @@ func TestParseInvalid(t *testing.T) {
 		{"a=.5/s", `limit "a=.5/s": rate ".5" is not a positive decimal number`},
 		{"a=5./s", `limit "a=5./s": rate "5." is not a positive decimal number`},
 		{"a=0x10/s", `limit "a=0x10/s": rate "0x10" is not a positive decimal number`},
-		{"a=5/d", `limit "a=5/d": unknown unit "d" (want s, m or h)`},
-		{"a=5/", `limit "a=5/": unknown unit "" (want s, m or h)`},
-		{"a=5/1s", `limit "a=5/1s": unknown unit "1s" (want s, m or h)`},
+		{"a=5/d", `limit "a=5/d": unknown unit "d" (want s, m, h, day, week or month)`},
+		{"a=5/", `limit "a=5/": unknown unit "" (want s, m, h, day, week or month)`},
+		{"a=5/1s", `limit "a=5/1s": unknown unit "1s" (want s, m, h, day, week or month)`},
 		{"a=2000000000/s", `limit "a=2000000000/s": rate 2e+09 per 1s is faster than one token per nanosecond`},
 		{"a=5/s,", `limit "a=5/s,": empty option (a stray comma?)`},
 		{"a=5/s,,burst=1", `limit "a=5/s,,burst=1": empty option (a stray comma?)`},
@@ -130,8 +130,8 @@ func TestParseInvalid(t *testing.T) {
 		{"a=5/s,burst=1.5", `limit "a=5/s,burst=1.5": burst "1.5" is not a whole number from 1 to 1073741824`},
 		{"a=5/s,burst=99999999999999999999", `limit "a=5/s,burst=99999999999999999999": burst "99999999999999999999" is not a whole number from 1 to 1073741824`},
 		{"a=5/s,burst=1,burst=2", `limit "a=5/s,burst=1,burst=2": burst given twice`},
-		{"a=5/s,rate=2", `limit "a=5/s,rate=2": unknown option "rate" (want name, policy, burst, slots, capacity, key, max-wait, cost, settle, global, in-flight, adapt, floor, fair or weights)`},
-		{"a=5/s,max_wait=1s", `limit "a=5/s,max_wait=1s": unknown option "max_wait" (want name, policy, burst, slots, capacity, key, max-wait, cost, settle, global, in-flight, adapt, floor, fair or weights)`},
+		{"a=5/s,rate=2", `limit "a=5/s,rate=2": unknown option "rate" (want name, policy, zone, burst, slots, capacity, key, max-wait, cost, settle, global, in-flight, adapt, floor, fair or weights)`},
+		{"a=5/s,max_wait=1s", `limit "a=5/s,max_wait=1s": unknown option "max_wait" (want name, policy, zone, burst, slots, capacity, key, max-wait, cost, settle, global, in-flight, adapt, floor, fair or weights)`},
 		{"a=5/s,key=", `limit "a=5/s,key=": key is empty (leave it out for no key)`},
 		{"a=5/s,key=t:{payload.tenant", `limit "a=5/s,key=t:{payload.tenant": key template "t:{payload.tenant": unclosed '{' at byte 2`},
 		{"a=5/s,key=t:}", `limit "a=5/s,key=t:}": key template "t:}": unmatched '}' at byte 2`},
