@@ -29,6 +29,8 @@ const (
 	HeaderRetention      = "sluice-retention"       // asynq Retention option, Go duration string
 	HeaderMaxRetry       = "sluice-max-retry"       // the job's own retry budget (asynq holds one more: see Client.Enqueue)
 	HeaderPriority       = "sluice-priority"        // the job's priority, 1 (first) to 5 (last); absent means DefaultPriority
+	HeaderParkedUntil    = "sluice-parked-until"    // unix microseconds: the calendar quota's reset the job was last parked for (docs/quotas.md)
+	HeaderParks          = "sluice-parks"           // how many times the job was parked for that reset
 )
 
 // Priorities a job may have: 1 goes first, 5 last. A job without one has
@@ -63,6 +65,8 @@ type Meta struct {
 	MaxRetry       int           // the job's own retry budget, if HasMaxRetry
 	HasMaxRetry    bool          // Client.Enqueue recorded MaxRetry (asynq then holds one spare retry)
 	Priority       int           // 1 (first) to 5 (last); 0 means absent, which is DefaultPriority
+	ParkedUntil    time.Time     // the calendar quota's reset the job was last parked for (sent back to come after it)
+	Parks          int           // how many times it was parked for ParkedUntil
 }
 
 // PriorityOr is m's priority, or DefaultPriority when the header is absent.
@@ -169,6 +173,14 @@ var metaFields = [...]struct {
 		m.Deadline, err = parseMicros(v)
 		return err
 	}},
+	{HeaderParkedUntil, func(m *Meta, v string) (err error) {
+		m.ParkedUntil, err = parseMicros(v)
+		return err
+	}},
+	{HeaderParks, func(m *Meta, v string) (err error) {
+		m.Parks, err = parseInt(v, 0, maxInt)
+		return err
+	}},
 	{HeaderPriority, func(m *Meta, v string) (err error) {
 		m.Priority, err = parseInt(v, HighestPriority, LowestPriority)
 		return err
@@ -195,6 +207,8 @@ func (m Meta) writeTo(h map[string]string) {
 	}
 	setMicros(h, HeaderDeadline, m.Deadline)
 	setInt(h, HeaderPriority, m.Priority)
+	setMicros(h, HeaderParkedUntil, m.ParkedUntil)
+	setInt(h, HeaderParks, m.Parks)
 }
 
 const (

@@ -134,7 +134,11 @@ func (p *Pool) sendBack(ctx context.Context, j *job, delay time.Duration, slot t
 		if ticket == "" {
 			d = max(d, queue.MinRetryDelay)
 		}
-		info, err := p.client.RequeueTicket(ctx, j.task, d, slot, ticket)
+		task := j.task
+		if why == reasonQuota && j.park != nil {
+			task = j.parkedTask() // with the reset it waits for (quota.go)
+		}
+		info, err := p.client.RequeueTicket(ctx, task, d, slot, ticket)
 		if err == nil {
 			if attempt > 0 {
 				j.logger().Info("workers: job sent back once the queue store answered", "reason", why.String(), "attempts", attempt+1)

@@ -50,6 +50,8 @@ import (
 //	               now, but within the budget                   place (unbooked)
 //	               further off                                  back, without a ticket (archive past the horizon)
 //	             over its key's fair share                      back to its place (archive past the horizon)
+//	             refused until a calendar quota's reset         parked: back after the reset, never
+//	                                                            archived for it (quota.go)
 //	             refused otherwise                              back (archive past the horizon)
 //	             the limiter's store down, the pool stopping    back
 //	place        its place has come, or a job's charge gave
@@ -95,6 +97,7 @@ type job struct {
 	sem     string            // the task's in-flight semaphore, if its policy has InFlight
 	lease   *throttle.Lease   // its slot of sem while held before the handler (see holdFirst)
 	probe   *throttle.Lease   // its claim to ask a cold upstream first, until its answer is reported (coldstart.go)
+	park    *parkNote         // the reset it is parked for, when its fate is to be parked (quota.go)
 }
 
 // fate is what becomes of a job next: a step of its life, or an end.
@@ -169,6 +172,9 @@ func (p *Pool) process(ctx context.Context, task *asynq.Task) error {
 	if p.superseded(ctx, j) {
 		f = fate{next: toCopied}
 	} else if j.pol != nil {
+		if !j.meta.ParkedUntil.IsZero() { // it comes back from a park (quota.go)
+			p.unpark(ctx, j)
+		}
 		defer p.letGo(ctx, j)
 		defer func() {
 			if j.probe != nil { // it probed a cold bucket (coldstart.go)
@@ -407,6 +413,11 @@ func (p *Pool) acquire(ctx context.Context, j *job) fate {
 	budget := p.budget(ctx, j)
 	tctx, span := p.tel.tracer.Start(ctx, "workers.throttle")
 	ahead := max(p.remaining(j), budget)
+	if r, ok := j.pol.nextReset(time.Now()); ok {
+		// No turn across a calendar quota's reset (a second early, for the
+		// hosts' clocks): a job refused until it is parked (refused, quota.go).
+		ahead = min(ahead, max(time.Until(r)-time.Second, 0))
+	}
 	if j.pol.settles {
 		// A turn booked ahead would stand on the bookings of the jobs
 		// running now, and their charge could give nothing back (see
@@ -540,6 +551,9 @@ func (p *Pool) notReserved(ctx context.Context, j *job, err error) fate {
 // horizon: settle archives the job only if the wait indeed passes it.
 func (p *Pool) refused(ctx context.Context, j *job, limited *throttle.LimitedError, after time.Duration) fate {
 	wait := max(limited.RetryAfter, after)
+	if !limited.OverShare && p.quotaWait(j, wait) {
+		return p.park(ctx, j, wait)
+	}
 	if !limited.OverShare {
 		if j.pol.settles && wait <= p.budget(ctx, j) && wait <= p.remaining(j) {
 			return fate{next: toPlace, delay: wait} // its tokens, unbooked (see acquire)
@@ -837,11 +851,19 @@ func (p *Pool) budget(ctx context.Context, j *job) time.Duration {
 }
 
 // throttledFor is how long job j has been throttled: since it was first sent
-// back, or since it was enqueued if it never was, or 0 if neither is known.
+// back, or since it was enqueued if it never was, or 0 if neither is known;
+// a job parked for a calendar quota's reset counts from the reset (or from
+// now, brought back before it): the park does not count (quota.go).
 func (p *Pool) throttledFor(j *job) time.Duration {
 	since := j.meta.ThrottledSince
 	if since.IsZero() {
 		since = j.meta.EnqueuedAt
+	}
+	if pu := j.meta.ParkedUntil; !pu.IsZero() && pu.After(since) {
+		since = pu
+		if pu.After(j.start) {
+			since = j.start
+		}
 	}
 	if since.IsZero() {
 		return 0

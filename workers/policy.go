@@ -172,15 +172,16 @@ const (
 // policy is a checked copy of a Policy.
 type policy struct {
 	Policy
-	limits   []NamedLimit         // Limit (named "") if set, then Limits: the buckets every job takes
-	adaptive *throttle.Adaptive   // when Adapt: the ceiling and floor of the upstream's bucket
-	upGlobal bool                 // the upstream's bucket is Global (Key and Global, without AdaptKey)
-	global   throttle.Policy      // Policy.Global, nil if none
-	maxWait  time.Duration        // Policy.MaxWait or Config.MaxWait
-	slots    throttle.Concurrency // InFlight and InFlightLease; Max 0 without InFlight
-	fp       string               // fingerprint of the limits, for the tickets booked under them
-	late     time.Duration        // how late past its slot a ticket is still honoured (see lateTicket)
-	settles  bool                 // a limit has a SettleFrom: its jobs are charged what they used (charge)
+	limits   []NamedLimit           // Limit (named "") if set, then Limits: the buckets every job takes
+	adaptive *throttle.Adaptive     // when Adapt: the ceiling and floor of the upstream's bucket
+	upGlobal bool                   // the upstream's bucket is Global (Key and Global, without AdaptKey)
+	global   throttle.Policy        // Policy.Global, nil if none
+	maxWait  time.Duration          // Policy.MaxWait or Config.MaxWait
+	slots    throttle.Concurrency   // InFlight and InFlightLease; Max 0 without InFlight
+	fp       string                 // fingerprint of the limits, for the tickets booked under them
+	late     time.Duration          // how late past its slot a ticket is still honoured (see lateTicket)
+	settles  bool                   // a limit has a SettleFrom: its jobs are charged what they used (charge)
+	quota    []throttle.FixedWindow // its calendar quotas, among limits and Global: its jobs park for their resets (quota.go)
 }
 
 // CheckName reports why name cannot be a Policy's Name, or nil: it is
@@ -332,6 +333,7 @@ func newPolicy(pol Policy, defaultWait time.Duration, concurrency int) (*policy,
 	p.fp = fingerprint(p)
 	p.late = lateTicket(p.limits, p.global)
 	p.settles = slices.ContainsFunc(p.limits, func(l NamedLimit) bool { return l.SettleFrom != nil })
+	p.quota = p.quotas()
 	if p.Fair && p.FairHorizon == 0 {
 		// After the fingerprint: processes of other concurrencies share
 		// one set of limits.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -215,8 +216,17 @@ func (p *Pool) moveScheduled(ctx context.Context, types map[string]bool, most in
 	return moved, errors.Join(errs...)
 }
 
+// parkedOnce reports whether a task with headers h is parked for a calendar
+// quota's reset, and may be parked again if it comes back too soon: a raise
+// brings it back early at most parkMost-1 times per reset.
+func parkedOnce(h map[string]string) bool {
+	n, err := strconv.Atoi(h[queue.HeaderParks])
+	return h[queue.HeaderParkedUntil] != "" && err == nil && n < parkMost
+}
+
 // scheduledOf lists the ids of queue qname's scheduled tasks of types that
-// hold a ticket and are due later than replanNear, earliest first, looking
+// hold a ticket, or are parked for a calendar quota's reset fewer than
+// parkMost times (quota.go), and are due later than replanNear, earliest first, looking
 // at replanScan tasks at most.
 func (p *Pool) scheduledOf(ctx context.Context, insp *asynq.Inspector, qname string, types map[string]bool) ([]string, error) {
 	var ids []string
@@ -233,7 +243,7 @@ func (p *Pool) scheduledOf(ctx context.Context, insp *asynq.Inspector, qname str
 			return ids, err
 		}
 		for _, t := range tasks {
-			if types[t.Type] && t.Headers[queue.HeaderTicket] != "" && t.NextProcessAt.After(near) {
+			if types[t.Type] && (t.Headers[queue.HeaderTicket] != "" || parkedOnce(t.Headers)) && t.NextProcessAt.After(near) {
 				ids = append(ids, t.ID)
 			}
 		}

@@ -35,10 +35,11 @@ const (
 	reasonHandler                // the handler returned a queue.ThrottledError
 	reasonInFlight               // no in-flight slot within its wait budget, or its slot was lost
 	reasonShare                  // its tenant is over its share of the global bucket (Policy.Fair)
+	reasonQuota                  // parked until a calendar quota's reset (quota.go)
 	numReasons
 )
 
-var reasonNames = [numReasons]string{"budget", "upstream", "shutdown", "store", "handler", "in_flight", "share"}
+var reasonNames = [numReasons]string{"budget", "upstream", "shutdown", "store", "handler", "in_flight", "share", "quota"}
 
 func (r reason) String() string { return reasonNames[r] }
 

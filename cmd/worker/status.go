@@ -48,6 +48,11 @@ type policyRate struct {
 	fairGlobal throttle.Policy
 	tenants    string
 
+	// quota is the policy's calendar quota, if one of its limits is one (the
+	// last read); parked says how many of its jobs are parked until its reset.
+	quota  *throttle.FixedWindow
+	parked string
+
 	last   int64 // runs at the previous snapshot
 	lastAt time.Time
 }
@@ -61,6 +66,7 @@ func (r *rates) counted(h asynq.Handler, pol *workers.Policy) asynq.Handler {
 	pr := &policyRate{name: pol.Name, rate: rate, period: period, perKey: pol.Key != nil, lastAt: r.start}
 	pr.adaptive, pr.bucket = adaptiveOf(*pol), workers.BucketKey(*pol, pol.Name, first.Name)
 	pr.fairBucket, pr.fairGlobal = fairOf(*pol)
+	pr.quota = quotaOf(*pol)
 	r.policies = append(r.policies, pr)
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		pr.runs.Add(1)
@@ -81,6 +87,7 @@ func (r *rates) setLimit(name string, pol workers.Policy) {
 			p.adaptive, p.bucket, p.eff, p.why = adaptiveOf(pol), workers.BucketKey(pol, pol.Name, first.Name), 0, ""
 			p.fairBucket, p.fairGlobal = fairOf(pol)
 			p.tenants = ""
+			p.quota, p.parked = quotaOf(pol), ""
 		}
 	}
 }
@@ -195,22 +202,34 @@ func (p *policyRate) describe(runs int64, over time.Duration) string {
 	}
 	unit := unitOf(period)
 	limit := strconv.FormatFloat(p.rate, 'f', -1, 64)
-	if p.perKey {
-		line := fmt.Sprintf("%s %.1f/%s over all keys, %s/%s per key", p.name, achieved, unit, limit, unit)
+	var line string
+	switch {
+	case p.perKey:
+		line = fmt.Sprintf("%s %.1f/%s over all keys, %s/%s per key", p.name, achieved, unit, limit, unit)
 		if p.tenants != "" {
 			line += " (" + p.tenants + ")"
 		}
-		return line
+	case p.why != "" && p.why != "ceiling":
+		line = fmt.Sprintf("%s %.1f/%s of %.1f/%s (ceiling %s/%s, %s)", p.name, achieved, unit, p.eff, unit, limit, unit, p.why)
+	default:
+		line = fmt.Sprintf("%s %.1f/%s of %s/%s", p.name, achieved, unit, limit, unit)
 	}
-	if p.why != "" && p.why != "ceiling" {
-		return fmt.Sprintf("%s %.1f/%s of %.1f/%s (ceiling %s/%s, %s)", p.name, achieved, unit, p.eff, unit, limit, unit, p.why)
+	if p.parked != "" {
+		line += ", " + p.parked
 	}
-	return fmt.Sprintf("%s %.1f/%s of %s/%s", p.name, achieved, unit, limit, unit)
+	return line
 }
 
-// unitOf writes a limit's period as limit specs do: s, m or h.
+// unitOf writes a limit's period as limit specs do: s, m or h, or a
+// calendar unit's nominal length as its name (limitspec.RateOf).
 func unitOf(period time.Duration) string {
 	switch period {
+	case 24 * time.Hour:
+		return "day"
+	case 7 * 24 * time.Hour:
+		return "week"
+	case 30 * 24 * time.Hour:
+		return "month"
 	case time.Second:
 		return "s"
 	case time.Minute:
@@ -248,6 +267,7 @@ func logStatus(ctx context.Context, log *slog.Logger, interval time.Duration, po
 		case now := <-t.C:
 			r.readAdaptive(ctx, lim)
 			r.readShares(ctx, lim)
+			r.readParked(ctx, pool)
 			log.LogAttrs(ctx, slog.LevelInfo, "worker status", statusAttrs(pool.Stats(), r.snapshot(now), lim.Mode())...)
 		}
 	}
