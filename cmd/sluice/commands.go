@@ -64,6 +64,20 @@ func cmdLimits(ctx context.Context, f *fleet, opts options, _ []string, out io.W
 		return err
 	}
 	for _, v := range views {
+		if v.Quota == nil {
+			continue
+		}
+		typ := v.Type
+		if v.Limit != "" {
+			typ += " (" + v.Limit + ")"
+		}
+		line := fmt.Sprintf("%s: %s", typ, v.Quota.Text)
+		if v.Parked > 0 {
+			line += fmt.Sprintf("; %s parked until %s", thousands(v.Parked), parkedAt(v.ParkedUntil, v.Quota.Zone))
+		}
+		fmt.Fprintln(out, line)
+	}
+	for _, v := range views {
 		if v.Malformed != "" {
 			fmt.Fprintf(out, "%s: the runtime limit is malformed and no worker applies it: %s (sluice unset %s removes it)\n",
 				v.Type, v.Malformed, v.Type)
@@ -149,6 +163,8 @@ type bucketState struct {
 	NextFree   float64 `json:"next_free_s"`
 	ResetAfter float64 `json:"reset_after_s"`
 	Cooldown   float64 `json:"cooldown_s"`
+	// Quota is a calendar quota's used and reset (docs/quotas.md).
+	Quota *quotaView `json:"quota,omitempty"`
 }
 
 func cmdInspect(ctx context.Context, f *fleet, opts options, args []string, out io.Writer) error {
@@ -162,11 +178,17 @@ func cmdInspect(ctx context.Context, f *fleet, opts options, args []string, out 
 	}
 	b := bucketState{Key: args[0], Remaining: st.Remaining, NextFree: st.NextFree.Seconds(),
 		ResetAfter: st.ResetAfter.Seconds(), Cooldown: st.Cooldown.Seconds()}
+	if w, ok := calendarOf(pol); ok {
+		b.Quota = quotaOf(w, &b.Remaining, time.Now())
+	}
 	if opts.json {
 		return writeJSON(out, b)
 	}
 	fmt.Fprintf(out, "%s: %d left, next free in %s, full in %s, cooldown %s\n",
 		b.Key, b.Remaining, seconds(b.NextFree), seconds(b.ResetAfter), seconds(b.Cooldown))
+	if b.Quota != nil { // a calendar quota: used of it, and its reset
+		fmt.Fprintf(out, "%s: %s\n", b.Key, b.Quota.Text)
+	}
 	return nil
 }
 

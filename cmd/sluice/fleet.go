@@ -120,6 +120,12 @@ type limitView struct {
 	// furthest ahead first, of TenantCount.
 	Tenants     []tenantView `json:"tenants,omitempty"`
 	TenantCount int          `json:"tenant_count,omitempty"`
+	// Quota is a calendar quota's used and reset (docs/quotas.md); Parked
+	// how many of the type's jobs are parked until its reset, the last due
+	// at ParkedUntil (RFC 3339, in the quota's zone).
+	Quota       *quotaView `json:"quota,omitempty"`
+	Parked      int        `json:"parked,omitempty"`
+	ParkedUntil string     `json:"parked_until,omitempty"`
 }
 
 // tenantView is one key of a fair limit's global bucket.
@@ -248,6 +254,10 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 					row.Tokens = &tokens
 					row.Cooldown = st.Cooldown.Seconds()
 				}
+			}
+			if w, ok := calendarOf(l.Limit); ok {
+				row.Quota = quotaOf(w, row.Tokens, time.Now())
+				row.Parked, row.ParkedUntil = f.parkedOf(ctx, v.Type, w.Zone)
 			}
 			out = append(out, row)
 		}

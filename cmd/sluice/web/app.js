@@ -55,6 +55,14 @@ function tenants(l) {
   return `; ${l.tenant_count} keys sharing: ${shown.join(", ")}${more}`;
 }
 
+// quota says a calendar quota's used and reset, and the jobs parked until
+// it (docs/quotas.md).
+function quota(l) {
+  if (!l.quota) return "";
+  const parked = l.parked > 0 ? `; ${l.parked} parked until ${l.parked_until}` : "";
+  return `; ${l.quota.text}${parked}`;
+}
+
 function draw(st) {
   document.getElementById("status").textContent = "updated " + new Date(st.time).toLocaleTimeString();
   const errors = document.getElementById("errors");
@@ -74,7 +82,7 @@ function draw(st) {
       el("td", {}, spark(h, l.effective_why ? l.effective_per_s : l.rate_per_s),
         ` ${l.grants_per_s.toFixed(1)} of ${(l.effective_why ? l.effective_per_s : l.rate_per_s).toFixed(1)}` +
         (l.effective_why && l.effective_why !== "ceiling" ? ` (ceiling ${l.rate_per_s.toFixed(1)}, ${l.effective_why})` : "") +
-        (l.keyed ? " per key" : "") + tenants(l)),
+        (l.keyed ? " per key" : "") + tenants(l) + quota(l)),
       el("td", { class: "num" }, tokens), cool,
       el("td", { class: "num" }, l.waiting),
       el("td", { class: "num" }, l.queued === undefined ? "-" : `${l.queued} (${(l.queues || []).join(", ")})`),
