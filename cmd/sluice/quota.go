@@ -35,7 +35,7 @@ func quotaOf(w throttle.FixedWindow, left *int, now time.Time) *quotaView {
 	}
 	u := calendar.Unit(w.Calendar)
 	reset := calendar.Bounds(u, now, zone)[1]
-	v := &quotaView{Unit: w.Calendar, Zone: zone.String(), Max: w.Max, Reset: reset.In(zone).Format(time.RFC3339), ResetInS: reset.Sub(now).Seconds()}
+	v := &quotaView{Unit: w.Calendar, Zone: zone.String(), Max: w.Max, Reset: rfc3339In(reset, zone), ResetInS: reset.Sub(now).Seconds()}
 	var b strings.Builder
 	if left != nil {
 		used := max(w.Max-*left, 0)
@@ -92,7 +92,17 @@ func (f *fleet) parkedOf(ctx context.Context, typ string, zone *time.Location) (
 	if zone == nil {
 		zone = time.UTC
 	}
-	return n, last.In(zone).Format(time.RFC3339)
+	return n, rfc3339In(last, zone)
+}
+
+// rfc3339In writes t in RFC 3339 at zone's offset, or in UTC if that offset
+// is not a whole minute (RFC 3339 cannot say it: some zones' old local mean
+// times, a test's made-up zone).
+func rfc3339In(t time.Time, zone *time.Location) string {
+	if _, off := t.In(zone).Zone(); off%60 != 0 {
+		return t.UTC().Format(time.RFC3339)
+	}
+	return t.In(zone).Format(time.RFC3339)
 }
 
 // parkedAt writes a parked job's due time (RFC 3339) as the quota line
@@ -101,6 +111,9 @@ func parkedAt(rfc3339, zone string) string {
 	t, err := time.Parse(time.RFC3339, rfc3339)
 	if err != nil {
 		return rfc3339
+	}
+	if loc, err := time.LoadLocation(zone); err == nil {
+		t = t.In(loc)
 	}
 	if time.Until(t) > 24*time.Hour {
 		return t.Format("Mon 2 Jan 15:04 ") + zone

@@ -211,6 +211,8 @@ func (p *policyRate) describe(runs int64, over time.Duration) string {
 		}
 	case p.why != "" && p.why != "ceiling":
 		line = fmt.Sprintf("%s %.1f/%s of %.1f/%s (ceiling %s/%s, %s)", p.name, achieved, unit, p.eff, unit, limit, unit, p.why)
+	case period >= 24*time.Hour: // a calendar quota: a rate per day says little over seconds
+		line = fmt.Sprintf("%s %d runs, of %s/%s", p.name, runs, limit, unit)
 	default:
 		line = fmt.Sprintf("%s %.1f/%s of %s/%s", p.name, achieved, unit, limit, unit)
 	}
