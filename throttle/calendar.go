@@ -59,6 +59,23 @@ func (p FixedWindow) argsAt(now int64) [4]int64 {
 	return [4]int64{int64(p.Max), b[0], b[1], b[2]}
 }
 
+// withQuota fills st's Used and Resets if a is a calendar window, for a
+// Peek at now (µs, the store's clock).
+func withQuota(st State, a algo, now int64) State {
+	if a.kind() != kindCW {
+		return st
+	}
+	p, ok := a.(FixedWindow)
+	if pp, isPtr := a.(*FixedWindow); isPtr {
+		p, ok = *pp, true
+	}
+	if ok {
+		st.Used = max(p.Max-st.Remaining, 0)
+		st.Resets = time.UnixMicro(p.bounds(now)[1])
+	}
+	return st
+}
+
 // argsOf are a's arguments for a call at now, read from clock only when a
 // counts calendar windows.
 func argsOf(a algo, clock Clock) [4]int64 {

@@ -136,6 +136,12 @@ func TestCalendarStackedAndChanged(t *testing.T) {
 		st, err := lim.Peek(ctx, "{a}:d", daily)
 		require.NoError(t, err, name)
 		assert.Equal(t, 1, st.Remaining, name+": the denied call charged the day nothing")
+		assert.Equal(t, 2, st.Used, name)
+		assert.True(t, time.Date(2026, 7, 2, 0, 0, 0, 0, la).Equal(st.Resets), name+": resets at midnight in Los Angeles, not %v", st.Resets)
+		st, err = lim.Peek(ctx, "{a}:s", perSec)
+		require.NoError(t, err, name)
+		assert.Zero(t, st.Used, name+": not a calendar quota")
+		assert.True(t, st.Resets.IsZero(), name)
 		// the day's tier refuses 2: the second's counts nothing
 		res, err = lim.TryAcquireAll(ctx, both(2))
 		require.NoError(t, err, name)
@@ -220,4 +226,34 @@ func TestCalendarRedisTime(t *testing.T) {
 	res, err = lim.TryAcquire(ctx, "k", p, 2)
 	require.NoError(t, err)
 	assert.True(t, res.Allowed, "a new day on the store's clock")
+}
+
+// Random takes, tries, cancels and pauses of about a day, in lockstep on the
+// memory store, a real redis-server and miniredis (runRandom), across New
+// York's daylight-saving changes and month ends: every store gives the same
+// answers, and no calendar window grants more than Max.
+func TestCalendarRandom(t *testing.T) {
+	ny := mustZone(t, "America/New_York")
+	cht := mustZone(t, "Pacific/Chatham")
+	pols := []FixedWindow{
+		{Max: 3, Calendar: "day", Zone: ny},
+		{Max: 5, Calendar: "week", Zone: cht},
+		{Max: 2, Calendar: "month"},
+		{Max: 4, Calendar: "day", Zone: mustZone(t, "Asia/Kathmandu")},
+	}
+	for seed := uint64(1); seed <= 8; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			p := pols[int(seed)%len(pols)]
+			_, unit := p.quota()
+			times := grantTimes(runRandom(t, p, seed, int64(unit/time.Microsecond), true, nil))
+			require.NotEmpty(t, times)
+			perWindow := map[int64]int{}
+			for _, x := range times {
+				perWindow[p.bounds(x)[0]]++
+			}
+			for w, c := range perWindow {
+				require.LessOrEqual(t, c, p.Max, "window from %v", time.UnixMicro(w).In(p.zone()))
+			}
+		})
+	}
 }

@@ -468,7 +468,8 @@ func (m *memShard) peek(_ context.Context, prefix string, b Bucket) (State, erro
 	}
 	r, z := mod.figures(now)
 	left := max(0, cool-now)
-	return State{Remaining: r, NextFree: micros(max(next, left)), ResetAfter: micros(z), Cooldown: micros(left)}, nil
+	view := State{Remaining: r, NextFree: micros(max(next, left)), ResetAfter: micros(z), Cooldown: micros(left)}
+	return withQuota(view, a, now), nil
 }
 
 // reset forgets the key's state, holes and cooldown, as a DEL of its keys.

@@ -19,6 +19,12 @@ type State struct {
 	ResetAfter time.Duration
 	// Cooldown is what is left of a cooldown on the key (Limiter.Cooldown), 0 if none.
 	Cooldown time.Duration
+	// Used and Resets are a calendar quota's (a FixedWindow with a Calendar
+	// unit): what the window of now has counted, Max less Remaining, and when
+	// that window ends, its reset, on the store's clock. Zero for any other
+	// policy.
+	Used   int
+	Resets time.Time
 }
 
 // Peek reads the bucket key under policy without taking anything: what a

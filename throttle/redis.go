@@ -421,7 +421,8 @@ func (s *RedisStore) peek(ctx context.Context, prefix string, b Bucket) (State, 
 	if err := counts(ints, 5); err != nil {
 		return State{}, storeErr("peek", err)
 	}
-	return State{Remaining: int(ints[0]), NextFree: micros(ints[1]), ResetAfter: micros(ints[2]), Cooldown: micros(ints[3])}, nil
+	st := State{Remaining: int(ints[0]), NextFree: micros(ints[1]), ResetAfter: micros(ints[2]), Cooldown: micros(ints[3])}
+	return withQuota(st, b.algo(), ints[4]), nil
 }
 
 func (s *RedisStore) reset(ctx context.Context, prefix string, b Bucket) error {
