@@ -2,6 +2,7 @@ package workers_test
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -148,4 +149,94 @@ func TestPoolQuotaRaiseUnparks(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	assert.Equal(t, 5, log.count(), "no room for the sixth until the reset")
 	assert.Equal(t, int64(0), p.Stats().Archived)
+}
+
+// A calendar quota with the other options on: a key per tenant, a global
+// bucket shared fairly and adaptive, a per-second limit beside the quota,
+// an upstream 429 that cools the global bucket down, and a raise set at
+// runtime (SetPolicy, as sluice set does). Each tenant's quota is its own;
+// a tenant over it is parked until midnight while another runs; the 429's
+// job comes back after the cooldown; the raise brings one parked job back at
+// once and parks the other again; after midnight it runs. None archived.
+func TestPoolQuotaWithEveryOption(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.config(t)
+	cfg.Horizon = 2 * time.Second
+	p, err := workers.NewPool(cfg)
+	require.NoError(t, err)
+	zone, midnight := zoneWithMidnightIn(7 * time.Second)
+	key, err := workers.KeyTemplate("tenant:{payload.tenant}")
+	require.NoError(t, err)
+	policy := func(perDay int) workers.Policy {
+		return workers.Policy{Name: "api", Key: key, Fair: true, Adapt: true,
+			Global: throttle.Limit{Rate: 100, Period: time.Second, Burst: 100},
+			Limits: []workers.NamedLimit{
+				{Name: "second", Limit: throttle.FixedWindow{Max: 10, Window: time.Second}},
+				{Name: "day", Limit: throttle.FixedWindow{Max: perDay, Calendar: "day", Zone: zone}},
+			}}
+	}
+	pol := policy(2)
+	type run struct {
+		tenant, id string
+		at         time.Time
+	}
+	ran := make(chan run, 32)
+	var refused sync.Once
+	p.HandleFunc("api", func(ctx context.Context, task *asynq.Task) error {
+		var in struct{ Tenant, ID string }
+		require.NoError(t, json.Unmarshal(task.Payload(), &in))
+		if in.ID == "b1" {
+			hit := false
+			refused.Do(func() { hit = true })
+			if hit {
+				return &workers.UpstreamError{StatusCode: 429, RetryAfter: time.Second}
+			}
+		}
+		ran <- run{in.Tenant, in.ID, time.Now()}
+		return nil
+	}, &pol)
+	start(t, p)
+	job := func(tenant, id string) []byte {
+		b, _ := json.Marshal(map[string]string{"tenant": tenant, "id": id})
+		return b
+	}
+	for _, id := range []string{"a1", "a2", "a3", "a4"} {
+		h.enqueue(t, queue.Task{Type: "api", Payload: job("a", id)}, asynq.MaxRetry(0))
+	}
+	got := map[string]time.Time{}
+	for range 2 {
+		r := recv(t, ran, 5*time.Second, "tenant a's quota")
+		got[r.id] = r.at
+	}
+	waitFor(t, 3*time.Second, "2 of tenant a parked", func() bool {
+		n, _, err := p.Parked(context.Background(), "api")
+		return err == nil && n == 2
+	})
+	// tenant b has a quota of its own; its 429 cools the global bucket down
+	h.enqueue(t, queue.Task{Type: "api", Payload: job("b", "b1")}, asynq.MaxRetry(0))
+	cooled := time.Now()
+	r := recv(t, ran, 5*time.Second, "tenant b's job after the cooldown")
+	assert.Equal(t, "b1", r.id)
+	assert.GreaterOrEqual(t, r.at.Sub(cooled), 900*time.Millisecond, "after the 1 s cooldown")
+	assert.True(t, r.at.Before(midnight), "b's own quota had room: not parked")
+
+	// raised at runtime: one parked job of a runs now, the other is parked again
+	raised := policy(3)
+	set := time.Now()
+	require.NoError(t, p.SetPolicy("api", raised))
+	r = recv(t, ran, 3*time.Second, "a parked job after the raise")
+	assert.Equal(t, "a", r.tenant)
+	assert.Less(t, r.at.Sub(set), 2500*time.Millisecond)
+	got[r.id] = r.at
+	r = recv(t, ran, time.Until(midnight)+5*time.Second, "the last one after midnight")
+	assert.Equal(t, "a", r.tenant)
+	assert.False(t, r.at.Before(midnight), "after midnight")
+	got[r.id] = r.at
+	assert.Len(t, got, 4, "each of a's jobs ran once")
+	select {
+	case extra := <-ran:
+		t.Fatalf("a job ran twice: %+v", extra)
+	case <-time.After(300 * time.Millisecond):
+	}
+	assert.Equal(t, int64(0), p.Stats().Archived, "none archived by the 2 s horizon")
 }
