@@ -6,7 +6,8 @@
 //
 //   - [Limit], a token bucket (the generic cell rate algorithm: one timestamp
 //     per key): Rate per Period on average, bursts up to Burst;
-//   - [FixedWindow]: at most Max per aligned window;
+//   - [FixedWindow]: at most Max per aligned window, or per calendar day,
+//     week or month in a time zone (a quota "2,000 a day, Pacific time");
 //   - [SlidingLog]: at most Max in any span of Window, exactly;
 //   - [SlidingWindow]: the same within a documented error, in constant memory;
 //   - [LeakyBucket]: an even pace, with at most Capacity queued;

@@ -201,6 +201,36 @@ func ExampleFixedWindow() {
 	// false 0 true
 }
 
+// A calendar quota: 2,000 a day, the days of Los Angeles (23 or 25 hours
+// across a daylight-saving change), stacked with 3 a second.
+func ExampleFixedWindow_calendar() {
+	la, err := time.LoadLocation("America/Los_Angeles")
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	daily := throttle.FixedWindow{Max: 2000, Calendar: "day", Zone: la}
+	perSecond := throttle.FixedWindow{Max: 3, Window: time.Second}
+	lim := throttle.NewLimiter(throttle.NewMemoryStore())
+	ctx := context.Background()
+	// Both or neither: a request refused by one counts in neither.
+	res, err := lim.TryAcquireAll(ctx, []throttle.Bucket{
+		{Key: "{api}:day", Limit: daily, N: 1},
+		{Key: "{api}:second", Limit: perSecond, N: 1},
+	})
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	st, err := lim.Peek(ctx, "{api}:day", daily)
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	fmt.Println(res.Allowed, st.Used, st.Resets.In(la).Format("15:04"))
+	// Output: true 1 00:00
+}
+
 func ExampleLeakyBucket() {
 	lim := throttle.NewLimiter(throttle.NewMemoryStore())
 	// One email every 10 ms, never faster; at most 3 in the bucket.

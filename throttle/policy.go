@@ -9,7 +9,8 @@ import (
 // TryAcquire and Reserve enforce on a key. Pick one for the promise it keeps:
 //
 //   - Limit, a token bucket: Rate per Period on average, bursts up to Burst;
-//   - FixedWindow: at most Max per aligned window ("100 per calendar minute");
+//   - FixedWindow: at most Max per aligned window ("100 per calendar minute"),
+//     or per day, week or month of a time zone ("2,000 a day, Pacific time");
 //   - SlidingLog: at most Max in any span of Window, exact;
 //   - SlidingWindow: about Max in any span of Window, in constant memory;
 //   - LeakyBucket: an even pace, one every Period/Rate, at most Capacity queued.

@@ -412,12 +412,7 @@ func (p *Pool) acquire(ctx context.Context, j *job) fate {
 	}
 	budget := p.budget(ctx, j)
 	tctx, span := p.tel.tracer.Start(ctx, "workers.throttle")
-	ahead := max(p.remaining(j), budget)
-	if r, ok := j.pol.nextReset(time.Now()); ok {
-		// No turn across a calendar quota's reset (a second early, for the
-		// hosts' clocks): a job refused until it is parked (refused, quota.go).
-		ahead = min(ahead, max(time.Until(r)-time.Second, 0))
-	}
+	ahead := p.beforeReset(j, max(p.remaining(j), budget))
 	if j.pol.settles {
 		// A turn booked ahead would stand on the bookings of the jobs
 		// running now, and their charge could give nothing back (see
@@ -761,7 +756,7 @@ func (p *Pool) upstream(ctx context.Context, j *job, up *UpstreamError) fate {
 	if d > rem {
 		return backOrArchive(d, reasonUpstream) // past the horizon: settle archives it
 	}
-	r, err := p.cfg.Limiter.ReserveAll(sctx, j.buckets, max(rem, 0))
+	r, err := p.cfg.Limiter.ReserveAll(sctx, j.buckets, p.beforeReset(j, max(rem, 0)))
 	var limited *throttle.LimitedError
 	switch {
 	case errors.As(err, &limited): // over its key's share, most often: not the horizon

@@ -117,6 +117,17 @@ func (pol *policy) resetAt(now, at time.Time) time.Time {
 	return best
 }
 
+// beforeReset is ahead, how far ahead job j may book its turn, cut short of
+// the first reset of its policy's calendar quotas (a second early, for the
+// hosts' clocks): no turn is booked across a reset; a job refused until it
+// is parked (refused).
+func (p *Pool) beforeReset(j *job, ahead time.Duration) time.Duration {
+	if r, ok := j.pol.nextReset(time.Now()); ok {
+		ahead = min(ahead, max(time.Until(r)-time.Second, 0))
+	}
+	return ahead
+}
+
 // quotaWait reports whether a refusal of job j with RetryAfter wait is a
 // wait for a calendar quota's reset: it ends at or past the first reset (a
 // second early, for the hosts' clocks).
