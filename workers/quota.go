@@ -128,6 +128,24 @@ func (p *Pool) beforeReset(j *job, ahead time.Duration) time.Duration {
 	return ahead
 }
 
+// parkWave is how many parked jobs a re-plan under pol brings back (replan):
+// as many as its calendar quotas grant in a window, the most that can have
+// room now (with a key per tenant, each key's quota: up to replanScan), or
+// none without one. Each takes a turn: it runs, goes back holding a turn
+// booked before the reset (its short limits' pace), or is parked again.
+func parkWave(pol *policy) int {
+	most := 0
+	for _, w := range pol.quota {
+		if most == 0 || w.Max < most {
+			most = w.Max
+		}
+	}
+	if most > 0 && pol.Key != nil {
+		most = replanScan
+	}
+	return min(most, replanScan)
+}
+
 // quotaWait reports whether a refusal of job j with RetryAfter wait is a
 // wait for a calendar quota's reset: it ends at or past the first reset (a
 // second early, for the hosts' clocks).

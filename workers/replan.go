@@ -121,7 +121,7 @@ func (p *Pool) replan(name string, pol *policy, once bool) {
 				return // another worker re-plans (or the queues' Redis is down: the jobs take new turns when they come back)
 			}
 		}
-		moved, err := p.moveScheduled(ctx, types, replanWave(pol))
+		moved, err := p.moveScheduled(ctx, types, replanWave(pol), parkWave(pol))
 		switch {
 		case err != nil:
 			p.log.Warn("workers: re-planning the jobs sent back under the old limits failed; they take a new turn when they come back",
@@ -182,19 +182,22 @@ func looser(old, pol *policy) bool {
 	return false
 }
 
-// moveScheduled moves the scheduled tasks of types holding a ticket, in each
-// of the pool's queues, that are due later than replanNear to the front of
-// pending, earliest due at the very front, and returns how many it moved.
-func (p *Pool) moveScheduled(ctx context.Context, types map[string]bool, most int) (int, error) {
+// moveScheduled moves the scheduled tasks of types holding a ticket (at
+// most most of them) or parked for a calendar quota's reset (at most parked),
+// in each of the pool's queues, that are due later than replanNear to the
+// front of pending, earliest due at the very front, and returns how many it
+// moved.
+func (p *Pool) moveScheduled(ctx context.Context, types map[string]bool, most, parked int) (int, error) {
 	insp := asynq.NewInspectorFromRedisClient(p.rdb)
 	moved := 0
 	var errs []error
 	for qname := range p.cfg.Queues {
-		ids, err := p.scheduledOf(ctx, insp, qname, types)
+		ids, parks, err := p.scheduledOf(ctx, insp, qname, types)
 		if err != nil {
 			errs = append(errs, err)
 		}
-		ids = ids[:min(len(ids), most)]
+		// the parked jobs come after the tickets: they were due later
+		ids = append(ids[:min(len(ids), most)], parks[:min(len(parks), parked)]...)
 		// front pushes each to the end asynq pops next: the latest first,
 		// so that the earliest ends up first in line.
 		slices.Reverse(ids)
@@ -225,31 +228,34 @@ func parkedOnce(h map[string]string) bool {
 }
 
 // scheduledOf lists the ids of queue qname's scheduled tasks of types that
-// hold a ticket, or are parked for a calendar quota's reset fewer than
-// parkMost times (quota.go), and are due later than replanNear, earliest first, looking
+// hold a ticket, and apart those parked for a calendar quota's reset fewer
+// than parkMost times (quota.go), that are due later than replanNear, earliest first, looking
 // at replanScan tasks at most.
-func (p *Pool) scheduledOf(ctx context.Context, insp *asynq.Inspector, qname string, types map[string]bool) ([]string, error) {
-	var ids []string
+func (p *Pool) scheduledOf(ctx context.Context, insp *asynq.Inspector, qname string, types map[string]bool) (ids, parked []string, err error) {
 	near := time.Now().Add(replanNear)
 	for page := 1; page*replanPage <= replanScan; page++ {
 		if ctx.Err() != nil {
-			return ids, ctx.Err()
+			return ids, parked, ctx.Err()
 		}
 		tasks, err := insp.ListScheduledTasks(qname, asynq.PageSize(replanPage), asynq.Page(page))
 		if errors.Is(err, asynq.ErrQueueNotFound) {
-			return nil, nil
+			return nil, nil, nil
 		}
 		if err != nil {
-			return ids, err
+			return ids, parked, err
 		}
 		for _, t := range tasks {
-			if types[t.Type] && (t.Headers[queue.HeaderTicket] != "" || parkedOnce(t.Headers)) && t.NextProcessAt.After(near) {
+			switch {
+			case !types[t.Type] || !t.NextProcessAt.After(near):
+			case t.Headers[queue.HeaderTicket] != "":
 				ids = append(ids, t.ID)
+			case parkedOnce(t.Headers):
+				parked = append(parked, t.ID)
 			}
 		}
 		if len(tasks) < replanPage {
 			break
 		}
 	}
-	return ids, nil
+	return ids, parked, nil
 }

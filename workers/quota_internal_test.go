@@ -1,0 +1,44 @@
+package workers
+
+import (
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// A raise of a calendar quota is looser; a re-plan brings back as many
+// parked jobs as the quota grants in a window (each key's, with a key per
+// tenant: up to replanScan), beyond the tickets' wave of the short limits.
+func TestQuotaReplan(t *testing.T) {
+	mk := func(p Policy) *policy {
+		t.Helper()
+		pp, err := newPolicy(p, time.Second, 10)
+		require.NoError(t, err)
+		return pp
+	}
+	day := func(n int) throttle.FixedWindow { return throttle.FixedWindow{Max: n, Calendar: "day"} }
+	perSec := throttle.FixedWindow{Max: 1, Window: time.Second}
+	small := mk(Policy{Name: "a", Limit: perSec, Limits: []NamedLimit{{Name: "day", Limit: day(2000)}}})
+	raised := mk(Policy{Name: "a", Limit: perSec, Limits: []NamedLimit{{Name: "day", Limit: day(2500)}}})
+	assert.True(t, looser(small, raised))
+	assert.False(t, looser(raised, small))
+	assert.Equal(t, 6, replanWave(raised), "the tickets' wave: 1 + 1/s over 5 s")
+	assert.Equal(t, 2500, parkWave(raised), "the parked: what the quota grants in a window")
+	assert.Equal(t, 0, parkWave(mk(Policy{Name: "a", Limit: perSec})), "no quota, none parked")
+	keyed := mk(Policy{Name: "a", Limit: perSec, Limits: []NamedLimit{{Name: "day", Limit: day(20)}},
+		Key: func(*asynq.Task) (string, error) { return "k", nil }})
+	assert.Equal(t, replanScan, parkWave(keyed), "a quota per key: as many as a re-plan looks at")
+
+	now := time.Date(2026, 3, 8, 12, 0, 0, 0, time.UTC)
+	r, ok := raised.nextReset(now)
+	require.True(t, ok)
+	assert.Equal(t, time.Date(2026, 3, 9, 0, 0, 0, 0, time.UTC), r)
+	// a refusal's reset is the boundary nearest to what it named
+	assert.Equal(t, r, raised.resetAt(now, r.Add(-300*time.Millisecond)))
+	assert.Equal(t, r.Add(24*time.Hour), raised.resetAt(now, r.Add(24*time.Hour+2*time.Second)))
+}
