@@ -208,10 +208,10 @@ func CheckName(name string) error {
 // short string: a ticket booked under other limits is void.
 func fingerprint(p *policy) string {
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%#v|%#v|%d|%#v|%v|%g", p.Limit, p.global, p.Cost, p.slots, p.Adapt, p.AdaptFloor)
+	fmt.Fprintf(h, "%s|%s|%d|%#v|%v|%g", printed(p.Limit), printed(p.global), p.Cost, p.slots, p.Adapt, p.AdaptFloor)
 	for _, l := range p.limits {
 		if l.Name != "" {
-			fmt.Fprintf(h, "|%s %#v %d %v", l.Name, l.Limit, l.Cost, l.CostFrom != nil)
+			fmt.Fprintf(h, "|%s %s %d %v", l.Name, printed(l.Limit), l.Cost, l.CostFrom != nil)
 		}
 	}
 	switch {

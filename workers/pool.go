@@ -239,8 +239,8 @@ func (p *Pool) SetPolicy(name string, pol Policy) error {
 
 func sameLimits(a, b *policy) bool {
 	return slices.EqualFunc(a.limits, b.limits, func(x, y NamedLimit) bool {
-		return x.Name == y.Name && x.Limit == y.Limit
-	}) && a.slots == b.slots && a.global == b.global
+		return x.Name == y.Name && samePolicy(x.Limit, y.Limit)
+	}) && a.slots == b.slots && samePolicy(a.global, b.global)
 }
 
 // Start checks that the queues' Redis answers and starts taking jobs. It

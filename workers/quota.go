@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -66,6 +67,29 @@ func calendarOf(p throttle.Policy) (throttle.FixedWindow, bool) {
 		}
 	}
 	return throttle.FixedWindow{}, false
+}
+
+// printed is p written out for a fingerprint: %#v, but a calendar quota's
+// Zone by its name, since a *time.Location prints as its address, which
+// differs between processes and between loads of the same zone.
+func printed(p throttle.Policy) string {
+	if w, ok := calendarOf(p); ok {
+		zone := "UTC"
+		if w.Zone != nil {
+			zone = w.Zone.String()
+		}
+		return fmt.Sprintf("throttle.FixedWindow{Max:%d, Calendar:%q, Zone:%q}", w.Max, w.Calendar, zone)
+	}
+	return fmt.Sprintf("%#v", p)
+}
+
+// samePolicy reports whether a and b are the same limit (a calendar quota's
+// zones by name).
+func samePolicy(a, b throttle.Policy) bool {
+	if _, ok := calendarOf(a); ok {
+		return printed(a) == printed(b)
+	}
+	return a == b
 }
 
 // quotas lists pol's calendar quotas, among its limits and Global.

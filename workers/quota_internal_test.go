@@ -42,3 +42,25 @@ func TestQuotaReplan(t *testing.T) {
 	assert.Equal(t, r, raised.resetAt(now, r.Add(-300*time.Millisecond)))
 	assert.Equal(t, r.Add(24*time.Hour), raised.resetAt(now, r.Add(24*time.Hour+2*time.Second)))
 }
+
+// Two loads of one zone are two *time.Location values: a policy's
+// fingerprint (which voids tickets and names a re-plan's claim across the
+// fleet) and its sameness name the zone, not the pointer.
+func TestQuotaFingerprint(t *testing.T) {
+	load := func() *time.Location {
+		loc, err := time.LoadLocation("America/Los_Angeles")
+		require.NoError(t, err)
+		return loc
+	}
+	mk := func(loc *time.Location, n int) *policy {
+		pp, err := newPolicy(Policy{Name: "a", Limits: []NamedLimit{{Name: "day", Limit: throttle.FixedWindow{Max: n, Calendar: "day", Zone: loc}}}}, time.Second, 10)
+		require.NoError(t, err)
+		return pp
+	}
+	a, b := mk(load(), 5), mk(load(), 5)
+	assert.Equal(t, a.fp, b.fp)
+	assert.True(t, sameLimits(a, b))
+	assert.NotEqual(t, a.fp, mk(load(), 6).fp)
+	assert.NotEqual(t, a.fp, mk(time.UTC, 5).fp)
+	assert.Equal(t, mk(nil, 5).fp, mk(time.UTC, 5).fp, "nil is UTC")
+}
