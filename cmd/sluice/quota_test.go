@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/browsertest"
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/throttle"
@@ -76,4 +78,23 @@ func TestLimitsShowQuota(t *testing.T) {
 	r = runArgs("inspect", "q", "--limit", "day", "--redis", srv.URL())
 	require.Equal(t, cli.ExitOK, r.code, r.stderr)
 	assert.Regexp(t, `q: 766 left, .*\nq: 1,234 of 2,000 today; resets 00:00 America/Los_Angeles, in \d+h\d\dm\n`, r.stdout)
+}
+
+// The dashboard, in a real browser, shows a calendar quota's line on its
+// limit's row, with the jobs parked until its reset.
+func TestDashboardShowsQuota(t *testing.T) {
+	chrome := browsertest.Path(t)
+	hs, f := newDashboard(t, "")
+	ctx := context.Background()
+	_, err := f.ctl.Set(ctx, []string{"api=2000/day,zone=America/Los_Angeles"}, "test@host")
+	require.NoError(t, err)
+	require.NoError(t, f.qrdb.ZAdd(ctx, "sluice:parked:{api}", redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: "x~1"}).Err())
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(cctx, chrome, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+		"--window-size=390,844", "--virtual-time-budget=4000", "--dump-dom", hs.URL+"/").Output()
+	require.NoError(t, err, "%s --dump-dom", chrome)
+	dom := string(out)
+	assert.Contains(t, dom, `<tr data-type="api">`)
+	assert.Regexp(t, `0 of 2,000 today; resets 00:00 America/Los_Angeles, in \d+h\d\dm; 1 parked until 20`, dom)
 }
