@@ -102,3 +102,24 @@ func TestLoadFileCalendar(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Equal(t, throttle.FixedWindow{Max: 2000, Calendar: "day", Zone: zone(t, "America/Los_Angeles")}, got[0].Limits[1].Limit)
 }
+
+// A calendar quota among every other option of a type: a key per tenant, a
+// fair, adaptive global bucket, weights, max-wait, in-flight; written back,
+// it parses to the same Spec.
+func TestParseCalendarWithEveryOption(t *testing.T) {
+	specs := []string{
+		"http:request=3/s,name=second,key=tenant:{header.sluice-key},global=50/s:5,fair=on,adapt=on,weights=tenant:acme:3,max-wait=2s,in-flight=4",
+		"http:request=2000/day,name=day,zone=America/Los_Angeles",
+	}
+	all, err := ParseAll(specs)
+	require.NoError(t, err)
+	require.Len(t, all, 1)
+	sp := all[0]
+	assert.True(t, sp.Fair)
+	assert.True(t, sp.Adapt)
+	assert.Equal(t, "tenant:{header.sluice-key}", sp.KeyTemplate)
+	assert.Equal(t, throttle.FixedWindow{Max: 2000, Calendar: "day", Zone: zone(t, "America/Los_Angeles")}, sp.Limits[1].Limit)
+	again, err := ParseAll(sp.Flags())
+	require.NoError(t, err)
+	assert.Equal(t, flatOf(sp), flatOf(again[0]), "round trip through %q", sp.Flags())
+}
