@@ -34,6 +34,10 @@ func FuzzParse(f *testing.F) {
 		"a=5/s,name=r,cost={header.n},global=10/s",
 		"t=10/s,key=tenant:{payload.t},global=600/m:20,adapt=key,floor=2/s",
 		"t=10/s,policy=sliding-log,key=k:{payload.t},global=600/m:20,floor=60/m",
+		"http:request=2000/day,policy=fixed-window,zone=America/Los_Angeles",
+		"a=5/week,zone=Asia/Kathmandu,name=w",
+		"a=1000000/months,zone=UTC",
+		"a=5/day,policy=sliding-log",
 	} {
 		f.Add(s)
 	}
