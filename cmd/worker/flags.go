@@ -108,7 +108,8 @@ Flags:
   --queues SPEC            queues and priorities, "critical=6,default=3,low=1" or "default"
                            (default "default")
   --strict-priority        empty higher-priority queues first
-  --horizon DURATION       archive a job throttled for longer than this (default 24h)
+  --horizon DURATION       archive a job throttled for longer than this (default 24h);
+                           the time a job is parked for a calendar quota's reset does not count
   --shutdown-timeout D     how long running jobs may finish on shutdown (default 30s)
   --status-interval D      how often to log a status line, 0 for never (default 10s)
   --metrics-addr ADDR      serve Prometheus /metrics and /healthz on ADDR,
