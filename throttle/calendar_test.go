@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -257,3 +260,123 @@ func TestCalendarRandom(t *testing.T) {
 		})
 	}
 }
+
+// The store's clock against the client's around a boundary: the script
+// counts in whichever of the windows it was given holds Redis's now. A store
+// clock in the window before them (the client is ahead, already past
+// midnight) is refused until the boundary, a moment away; one in the next
+// window counts there; one past them is an error, not a guess.
+func TestCalendarClockSkew(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	ctx := context.Background()
+	prefix := redistest.Prefix(t)
+	p := FixedWindow{Max: 2, Calendar: "day"}
+	midnight := time.Date(2026, 7, 2, 0, 0, 0, 0, time.UTC)
+	b := Bucket{Key: "k", Limit: p, N: 1}
+	run := func(store, client time.Time) ([]int64, error) {
+		keys := bucketKeys(nil, prefix, &b)
+		args := bucketArgs([]any{strconv.FormatInt(store.UnixMicro(), 10), "0"}, &b, fixedClock(client))
+		return runInts(ctx, rdb, bucketScripts[scriptReserve][kindCW], keys, args)
+	}
+	// the client is a second into the new day, Redis 300 ms before it
+	v, err := run(midnight.Add(-300*time.Millisecond), midnight.Add(time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), v[0], "refused")
+	assert.Equal(t, int64(300000), v[1], "until midnight, 300 ms away")
+	// the client is a second before midnight, Redis 300 ms after it: the new day counts
+	for i := range 2 {
+		v, err = run(midnight.Add(300*time.Millisecond), midnight.Add(-time.Second))
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), v[0], "granted %d", i)
+	}
+	v, err = run(midnight.Add(300*time.Millisecond), midnight.Add(time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), v[0], "the new day's 2 were counted, whichever clock the client had")
+	// Redis two days ahead of the client: an error
+	_, err = run(midnight.Add(48*time.Hour), midnight)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "check the hosts' clocks")
+}
+
+// fixedClock is a Clock that always reads t.
+type fixedClock time.Time
+
+func (c fixedClock) Now() time.Time { return time.Time(c) }
+
+// A booking pushed past the known windows by another bucket of the call (a
+// month's quota stacked on a day's) goes in a window named by its slot until
+// a call knows its bounds: it counts there, on both stores alike, and never
+// lets that day grant more than Max.
+func TestCalendarPushedPastKnownWindows(t *testing.T) {
+	day := FixedWindow{Max: 3, Calendar: "day"}
+	month := FixedWindow{Max: 1, Calendar: "month"}
+	stores, clock := settleStores(t)
+	for name, store := range stores {
+		ctx := context.Background()
+		lim := NewLimiter(store, WithKeyPrefix(redistest.Prefix(t)+name+":"))
+		clock.set(time.Date(2026, 7, 10, 12, 0, 0, 0, time.UTC))
+		both := []Bucket{{Key: "{a}:m", Limit: month, N: 1}, {Key: "{a}:d", Limit: day, N: 1}}
+		r, err := lim.ReserveAll(ctx, both, -1)
+		require.NoError(t, err, name)
+		assert.Equal(t, time.Duration(0), r.Delay(), name)
+		// the month is spent: the next call books 1 August, 21 days past the day's known windows
+		r, err = lim.ReserveAll(ctx, both, -1)
+		require.NoError(t, err, name)
+		aug := time.Date(2026, 8, 1, 0, 0, 0, 0, time.UTC)
+		assert.True(t, aug.Equal(r.Slot()), "%s: booked at %v", name, r.Slot())
+		// on 1 August the day knows its window: the booking counts in it
+		clock.set(aug.Add(time.Hour))
+		st, err := lim.Peek(ctx, "{a}:d", day)
+		require.NoError(t, err, name)
+		assert.Equal(t, 2, st.Remaining, name+": 1 of 3 booked on 1 August")
+		res, err := lim.TryAcquire(ctx, "{a}:d", day, 3)
+		require.NoError(t, err, name)
+		assert.False(t, res.Allowed, name+": never 4 on one day")
+		res, err = lim.TryAcquire(ctx, "{a}:d", day, 2)
+		require.NoError(t, err, name)
+		assert.True(t, res.Allowed, name)
+	}
+}
+
+// Exact across processes: four limiters, each with a client of its own, and
+// 50 goroutines each asking at once on Redis's clock, grant a day's quota of
+// 100 exactly, and nothing more.
+func TestCalendarExactAcrossClients(t *testing.T) {
+	srv := redistest.Shared(t)
+	prefix := redistest.Prefix(t)
+	// a zone where it is about noon now: no midnight within the test
+	now := time.Now().UTC()
+	noon := -(now.Hour()*3600 + now.Minute()*60 + now.Second()) + 12*3600
+	p := FixedWindow{Max: 100, Calendar: "day", Zone: time.FixedZone("noon", noon)}
+	var granted, refused atomicCount
+	var wg sync.WaitGroup
+	for range 4 {
+		lim := NewLimiter(NewRedisStore(srv.Client(t)), WithKeyPrefix(prefix))
+		for range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 3 {
+					res, err := lim.TryAcquire(context.Background(), "shared", p, 1)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if res.Allowed {
+						granted.add()
+					} else {
+						refused.add()
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	assert.Equal(t, int64(100), granted.load(), "exactly the day's quota")
+	assert.Equal(t, int64(500), refused.load())
+}
+
+type atomicCount struct{ n atomic.Int64 }
+
+func (c *atomicCount) add()        { c.n.Add(1) }
+func (c *atomicCount) load() int64 { return c.n.Load() }
