@@ -380,3 +380,30 @@ type atomicCount struct{ n atomic.Int64 }
 
 func (c *atomicCount) add()        { c.n.Add(1) }
 func (c *atomicCount) load() int64 { return c.n.Load() }
+
+// Bounded state: a year of daily windows, one take a day, leaves one key per
+// bucket (each window rewrites it), which expires a second after the window
+// it counts ends.
+func TestCalendarYearLeavesOneKey(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	ctx := context.Background()
+	prefix := redistest.Prefix(t)
+	clock := newFakeClock()
+	lim := NewLimiter(NewRedisStore(rdb, WithClock(clock)), WithKeyPrefix(prefix))
+	ny := mustZone(t, "America/New_York")
+	p := FixedWindow{Max: 5, Calendar: "day", Zone: ny}
+	day := time.Date(2026, 1, 1, 9, 0, 0, 0, ny)
+	for i := range 365 {
+		clock.set(day.AddDate(0, 0, i))
+		res, err := lim.TryAcquire(ctx, "daily", p, 5)
+		require.NoError(t, err, "day %d", i)
+		require.True(t, res.Allowed, "day %d: a new window each day", i)
+	}
+	keys, err := rdb.Keys(ctx, prefix+"*").Result()
+	require.NoError(t, err)
+	assert.Equal(t, []string{stateKey(prefix, "daily", p)}, keys)
+	ttl, err := rdb.PTTL(ctx, keys[0]).Result()
+	require.NoError(t, err)
+	// 9:00 on the last day: 15 hours to midnight, and a second
+	assert.InDelta(t, float64(15*time.Hour+time.Second), float64(ttl), float64(time.Second))
+}
