@@ -172,8 +172,8 @@ func (p *Pool) process(ctx context.Context, task *asynq.Task) error {
 	if p.superseded(ctx, j) {
 		f = fate{next: toCopied}
 	} else if j.pol != nil {
-		if !j.meta.ParkedUntil.IsZero() { // it comes back from a park (quota.go)
-			p.unpark(ctx, j)
+		if pu := j.meta.ParkedUntil; !pu.IsZero() && time.Now().Before(pu.Add(parkSpread+parkForget)) {
+			p.unpark(ctx, j) // it comes back from a park, listed until then (quota.go)
 		}
 		defer p.letGo(ctx, j)
 		defer func() {
