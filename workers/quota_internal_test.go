@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -63,4 +65,22 @@ func TestQuotaFingerprint(t *testing.T) {
 	assert.NotEqual(t, a.fp, mk(load(), 6).fp)
 	assert.NotEqual(t, a.fp, mk(time.UTC, 5).fp)
 	assert.Equal(t, mk(nil, 5).fp, mk(time.UTC, 5).fp, "nil is UTC")
+}
+
+// A re-plan brings back a job parked for a reset still ahead, due in the
+// first seconds after it, parked fewer than twice; not one sent back since
+// for a reason of its own, nor one parked twice.
+func TestParkedOnce(t *testing.T) {
+	until := time.Now().Add(time.Hour).Truncate(time.Second)
+	h := func(parks string) map[string]string {
+		return map[string]string{queue.HeaderParkedUntil: strconv.FormatInt(until.UnixMicro(), 10), queue.HeaderParks: parks}
+	}
+	assert.True(t, parkedOnce(h("1"), until))
+	assert.True(t, parkedOnce(h("1"), until.Add(10*time.Second)), "its place, up to parkSpread")
+	assert.False(t, parkedOnce(h("2"), until), "parked twice")
+	assert.False(t, parkedOnce(h("1"), until.Add(time.Hour)), "due later for a reason of its own")
+	assert.False(t, parkedOnce(h("1"), until.Add(-time.Minute)), "due before the reset: not parked for it")
+	assert.False(t, parkedOnce(map[string]string{queue.HeaderTicket: "x"}, until), "no park")
+	past := map[string]string{queue.HeaderParkedUntil: strconv.FormatInt(time.Now().Add(-time.Hour).UnixMicro(), 10), queue.HeaderParks: "1"}
+	assert.False(t, parkedOnce(past, time.Now().Add(time.Hour)), "a reset passed")
 }

@@ -219,17 +219,28 @@ func (p *Pool) moveScheduled(ctx context.Context, types map[string]bool, most, p
 	return moved, errors.Join(errs...)
 }
 
-// parkedOnce reports whether a task with headers h is parked for a calendar
-// quota's reset, and may be parked again if it comes back too soon: a raise
+// parkedOnce reports whether a task with headers h, due at due, is parked
+// for a calendar quota's reset still ahead (due in the first parkSpread
+// after it: a job sent back since for another reason keeps the headers and
+// its own time), and may be parked again if it comes back before it: a raise
 // brings it back early at most parkMost-1 times per reset.
-func parkedOnce(h map[string]string) bool {
+func parkedOnce(h map[string]string, due time.Time) bool {
 	n, err := strconv.Atoi(h[queue.HeaderParks])
-	return h[queue.HeaderParkedUntil] != "" && err == nil && n < parkMost
+	if err != nil || n >= parkMost {
+		return false
+	}
+	us, err := strconv.ParseInt(h[queue.HeaderParkedUntil], 10, 64)
+	if err != nil {
+		return false
+	}
+	until := time.UnixMicro(us)
+	// asynq keeps due times in whole seconds, truncated
+	return until.After(time.Now()) && !due.Before(until.Truncate(time.Second)) && !due.After(until.Add(parkSpread+time.Second))
 }
 
 // scheduledOf lists the ids of queue qname's scheduled tasks of types that
-// hold a ticket, and apart those parked for a calendar quota's reset fewer
-// than parkMost times (quota.go), that are due later than replanNear, earliest first, looking
+// hold a ticket and, apart, of those parked for a calendar quota's reset
+// (parkedOnce, quota.go), due later than replanNear, earliest first, looking
 // at replanScan tasks at most.
 func (p *Pool) scheduledOf(ctx context.Context, insp *asynq.Inspector, qname string, types map[string]bool) (ids, parked []string, err error) {
 	near := time.Now().Add(replanNear)
@@ -249,7 +260,7 @@ func (p *Pool) scheduledOf(ctx context.Context, insp *asynq.Inspector, qname str
 			case !types[t.Type] || !t.NextProcessAt.After(near):
 			case t.Headers[queue.HeaderTicket] != "":
 				ids = append(ids, t.ID)
-			case parkedOnce(t.Headers):
+			case parkedOnce(t.Headers, t.NextProcessAt):
 				parked = append(parked, t.ID)
 			}
 		}
