@@ -114,7 +114,7 @@ func (c *fakeClock) set(t time.Time) {
 // A calendar tier stacked with a short one: all or nothing, and a denial by
 // either charges neither; a raised Max applies to the window's next grant,
 // with what was used still counted; a booking goes into the next window at
-// most, and beyond it the call is refused until the next window starts.
+// most, and beyond it the call is refused until the window it needs starts.
 func TestCalendarStackedAndChanged(t *testing.T) {
 	la := mustZone(t, "America/Los_Angeles")
 	perSec := FixedWindow{Max: 2, Window: time.Second}

@@ -33,9 +33,10 @@ import (
 // (from Monday 00:00) or months (from the 1st, 00:00) of Zone, with their
 // real lengths (a day across a daylight-saving change is 23 or 25 hours).
 // Requests line up as in any FixedWindow, into the window of now or the next
-// one; a request that would need a later window is refused, with RetryAfter
-// until the next window starts, and a settled cost beyond Max is carried into
-// the next window at most. Calendar keys live under their own suffix (":cw"),
+// one; a request that would need a later window is refused (Acquire too,
+// with a *LimitedError, as for a full LeakyBucket), with RetryAfter until
+// the window it would need starts, and a settled cost beyond Max is carried
+// into the next window at most. Calendar keys live under their own suffix (":cw"),
 // so a changed unit or zone starts the key's count afresh.
 //
 // Max must be from 1 to 1<<30, Window a whole number of microseconds from 1 ms
