@@ -66,7 +66,7 @@ func quotaFleet(t *testing.T, srv *redistest.Server, insp *asynq.Inspector, dir 
 	return fleet
 }
 
-// limitsJSON runs the built sluice limits --json with ZONEINFO=dir.
+// quotaRow is what the tests read of a row of sluice limits --json.
 type quotaRow struct {
 	Type        string `json:"type"`
 	Parked      int    `json:"parked"`
@@ -78,6 +78,8 @@ type quotaRow struct {
 	} `json:"quota"`
 }
 
+// sluiceIn runs the built sluice command with ZONEINFO=dir and returns its
+// output, failing the test unless it exits 0.
 func sluiceIn(t *testing.T, srv *redistest.Server, dir string, args ...string) string {
 	t.Helper()
 	p := startProcess(t, "sluice", bin.sluice, append(args, "--redis", srv.URL(), "--key-prefix", keyPrefix), "ZONEINFO="+dir)
