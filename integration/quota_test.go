@@ -176,3 +176,60 @@ func TestQuotaRaiseUnparks(t *testing.T) {
 	assert.Equal(t, 0, qi.Archived)
 	stopFleet(t, fleet, 10*time.Second)
 }
+
+// A calendar quota with the other options on, in the built binaries: a key
+// per tenant, a global bucket shared fairly and adaptive (the defaults with
+// key= and global=), an upstream 429 that cools the global bucket down, and
+// a raise with sluice set. Each tenant's quota is its own; the 429's job
+// comes back after the cooldown and runs; tenant a's jobs over its quota are
+// parked; the raise runs one of them within 2 s and parks the other again;
+// none is archived, none runs twice.
+func TestQuotaWithEveryOption(t *testing.T) {
+	srv := redistest.Start(t)
+	insp := newInspector(t, srv)
+	up := newUpstream(t, upstreamConfig{})
+	dir, _ := zoneDir(t, "Sluice/Later", time.Hour)
+	spec := func(perDay int) string {
+		return "http:request=" + strconv.Itoa(perDay) + "/day,zone=Sluice/Later,key=tenant:{header.sluice-key},global=50/s:5"
+	}
+	fleet := quotaFleet(t, srv, insp, dir, 2, "--concurrency", "4", "--max-wait", "200ms", "--limit", spec(2))
+
+	up.RefuseWindow(0, 300*time.Millisecond, "1")
+	enqueueKeyed(t, srv, up, "b", []string{"b-1"}, nil)
+	require.Eventually(t, func() bool { return up.Count(200) == 1 }, 10*time.Second, 20*time.Millisecond, "b's job, after its 429's cooldown")
+	require.Equal(t, 1, up.Count(429), "one 429")
+	enqueueKeyed(t, srv, up, "a", jobIDs("a", 4), nil)
+	require.Eventually(t, func() bool { return up.Count(200) == 3 && queueInfo(t, insp).Scheduled == 2 }, 5*time.Second, 20*time.Millisecond,
+		"2 of a's run, 2 parked: %s", counts(queueInfo(t, insp)))
+
+	var rows []quotaRow
+	require.NoError(t, json.Unmarshal([]byte(sluiceIn(t, srv, dir, "limits", "--json")), &rows))
+	require.Len(t, rows, 1)
+	require.NotNil(t, rows[0].Quota)
+	assert.Contains(t, rows[0].Quota.Text, "2 per key today; resets 00:00 Sluice/Later")
+	assert.Equal(t, 2, rows[0].Parked)
+
+	set := time.Now()
+	sluiceIn(t, srv, dir, "set", spec(3))
+	require.Eventually(t, func() bool { return up.Count(200) == 4 }, 5*time.Second, 10*time.Millisecond, "one parked job of a runs")
+	t.Logf("a parked job ran %v after sluice set began", time.Since(set).Round(time.Millisecond))
+	assert.Less(t, time.Since(set), 2500*time.Millisecond)
+	require.Eventually(t, func() bool {
+		s, err := insp.ListScheduledTasks(queueName)
+		return err == nil && len(s) == 1 && s[0].Headers[queue.HeaderParks] == "2"
+	}, 5*time.Second, 20*time.Millisecond, "the other parked again")
+	time.Sleep(300 * time.Millisecond)
+	assert.Equal(t, 4, up.Count(200), "no room for it until the reset")
+	ok := map[string]int{}
+	for _, r := range up.Requests() {
+		if r.Status == 200 {
+			ok[r.ID]++
+		}
+	}
+	for id, n := range ok {
+		assert.Equal(t, 1, n, "%s ran once", id)
+	}
+	assert.Equal(t, 0, queueInfo(t, insp).Archived)
+	st := stopFleet(t, fleet, 10*time.Second)
+	assert.Equal(t, int64(0), st.Archived)
+}

@@ -49,4 +49,11 @@ func TestStatusParked(t *testing.T) {
 	require.NoError(t, h.ProcessTask(context.Background(), asynq.NewTask("api", nil)))
 	r.readParked(context.Background(), pool)
 	assert.Equal(t, "api 1 runs, of 2000/day, 2 parked until 00:00 America/Los_Angeles", r.snapshot(t0.Add(time.Second)))
+
+	key, err := workers.KeyTemplate("{payload.tenant}")
+	require.NoError(t, err)
+	r = newRates(t0)
+	h = r.counted(nop, &workers.Policy{Name: "api", Key: key, Limit: throttle.FixedWindow{Max: 20, Calendar: "week"}})
+	require.NoError(t, h.ProcessTask(context.Background(), asynq.NewTask("api", []byte(`{"tenant": "x"}`))))
+	assert.Equal(t, "api 1 runs over all keys, 20/week per key", r.snapshot(t0.Add(time.Second)))
 }

@@ -204,6 +204,11 @@ func (p *policyRate) describe(runs int64, over time.Duration) string {
 	limit := strconv.FormatFloat(p.rate, 'f', -1, 64)
 	var line string
 	switch {
+	case p.perKey && period >= 24*time.Hour: // a calendar quota per key
+		line = fmt.Sprintf("%s %d runs over all keys, %s/%s per key", p.name, runs, limit, unit)
+		if p.tenants != "" {
+			line += " (" + p.tenants + ")"
+		}
 	case p.perKey:
 		line = fmt.Sprintf("%s %.1f/%s over all keys, %s/%s per key", p.name, achieved, unit, limit, unit)
 		if p.tenants != "" {
