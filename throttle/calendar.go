@@ -40,7 +40,7 @@ func (p FixedWindow) checkCalendar() error {
 }
 
 // bounds are the starts, in µs, of the calendar window that holds now, of
-// the next one and of the one after (calendar.Bounds): a1..a3 of lua/cw.lua.
+// the next one and of the one after (calendar.Bounds): a2..a4 of lua/cw.lua.
 func (p FixedWindow) bounds(now int64) [3]int64 {
 	b := calendar.Bounds(calendar.Unit(p.Calendar), time.UnixMicro(now), p.zone())
 	return [3]int64{b[0].UnixMicro(), b[1].UnixMicro(), b[2].UnixMicro()}
