@@ -28,6 +28,11 @@ func TestStatusParked(t *testing.T) {
 		Queues:  map[string]int{"default": 1},
 	})
 	require.NoError(t, err)
+	t.Cleanup(func() { // a pool never started closes its clients
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		assert.NoError(t, pool.Shutdown(ctx))
+	})
 	t0 := time.Now()
 	r := newRates(t0)
 	nop := asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil })
