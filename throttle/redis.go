@@ -122,7 +122,7 @@ func (s *RedisStore) reserve(ctx context.Context, req request) (decision, error)
 	if sh := req.share; sh != nil {
 		tags, info := shareKeys(req.prefix, sh.bucket)
 		keys = append(keys, tags, info)
-		args = append(args, sh.tenant, sh.weight, sh.horizon, sh.t, sh.n)
+		args = append(args, sh.tenant, sh.weight, sh.horizon, sh.t, sh.n, sh.level, sh.floor)
 	}
 	v, err := runInts(ctx, s.rdb, bucketScripts[scriptReserve][req.kind()], keys, args)
 	if err != nil {
