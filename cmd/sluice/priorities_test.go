@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// sluice limits shows the priority levels of a limit with priorities as its
+// bucket knows them: each level's part of the rate now and its jobs sent
+// back to their places, in text and JSON.
+func TestLimitsPriorities(t *testing.T) {
+	srv := redistest.Start(t)
+	url := srv.URL()
+	r := runArgs("set", "send=40/s,burst=1,priority=on", "--redis", url)
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+
+	// Jobs of priorities 1 and 5 on the type's bucket, as the pool books them.
+	lim := throttle.NewLimiter(throttle.NewRedisStore(srv.Client(t)))
+	limit := throttle.Limit{Rate: 40, Period: time.Second, Burst: 1}
+	take := func(level int) error {
+		_, err := lim.ReserveAll(context.Background(), []throttle.Bucket{{Key: "send", Limit: limit,
+			Share: &throttle.Share{Tenant: "send", Priority: level, Horizon: time.Minute}}}, time.Hour)
+		return err
+	}
+	require.NoError(t, take(5))
+	require.NoError(t, take(1))
+
+	r = runArgs("--redis", url, "limits", "--json")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	var views []limitView
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &views), r.stdout)
+	require.Len(t, views, 1)
+	require.Len(t, views[0].Levels, 2, r.stdout)
+	assert.Equal(t, 1, views[0].Levels[0].Priority)
+	assert.InDelta(t, 0.95, views[0].Levels[0].Share, 1e-9, "the highest level with work: all but the floor")
+	assert.Equal(t, 5, views[0].Levels[1].Priority)
+	assert.InDelta(t, 0.05, views[0].Levels[1].Share, 1e-9, "the floor")
+	assert.Positive(t, views[0].Levels[1].AheadS)
+
+	r = runArgs("--redis", url, "limits")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "send: priorities with turns booked now")
+	assert.Regexp(t, `\n\s+1\s+95%\s+`, r.stdout)
+	assert.Regexp(t, `\n\s+5\s+5%\s+`, r.stdout)
+}
