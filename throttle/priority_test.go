@@ -313,3 +313,50 @@ func TestPriorityShares(t *testing.T) {
 		assert.Equal(t, "a", byPair["4a"].Tenant)
 	})
 }
+
+// TestPriorityBatch: calls of one shape with a Share, coalesced into one
+// script call (reserve_batch.lua), are decided as the same calls one after
+// the other: the same decisions from a batch on Redis and on miniredis as
+// from single calls on a memory store, at each level.
+func TestPriorityBatch(t *testing.T) {
+	clock := newFakeClock()
+	mr, mini := miniredisClient(t)
+	prefix := redistest.Prefix(t)
+	single := NewMemoryStore(WithClock(clock))
+	batched := []Store{
+		NewRedisStore(redistest.Shared(t).Client(t), WithClock(clock)),
+		NewRedisStore(mini, WithClock(clock)),
+		NewMemoryStore(WithClock(clock)),
+	}
+	lim := NewLimiter(single, WithKeyPrefix(prefix))
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(26, 1))
+	overs := 0
+	for step := range 60 {
+		now := int64(step) * 30_000
+		mr.FastForward(micros(now) - clock.Now().Sub(base))
+		clock.at(now)
+		sh := &Share{Tenant: "send", Priority: 1 + rng.IntN(5), Horizon: prioHorizon}
+		reqs := make([]request, 1+rng.IntN(6))
+		for i := range reqs {
+			reqs[i] = request{prefix: prefix, maxWait: []int64{-1, 0, 50_000}[rng.IntN(3)],
+				one: Bucket{Key: "send", Limit: shareGlobal, N: 1, Share: sh}}
+			require.NoError(t, lim.check(&reqs[i]))
+		}
+		want := make([]decision, len(reqs))
+		for i := range reqs {
+			d, err := single.reserve(ctx, reqs[i])
+			require.NoError(t, err)
+			want[i] = d
+			if d.overShare {
+				overs++
+			}
+		}
+		for j, st := range batched {
+			got, err := st.reserveBatch(ctx, reqs)
+			require.NoError(t, err)
+			assert.Equal(t, want, got, "step %d: batched store %d decides as single calls", step, j)
+		}
+	}
+	assert.Positive(t, overs, "some calls were over their level's share")
+}

@@ -47,9 +47,11 @@ local function levelof(m)
   return 3
 end
 
-local function shareload(k)
+-- shareload reads the share of a call whose k buckets' arguments start at
+-- ARGV[base], if it has one.
+local function shareload(k, base)
   if #KEYS % 4 ~= 2 then return end
-  local a = 3 + 6 * k
+  local a = base + 6 * k
   S = {
     zkey = KEYS[4 * k + 1], hkey = KEYS[4 * k + 2],
     tenant = ARGV[a], w = tonumber(ARGV[a + 1]), horizon = tonumber(ARGV[a + 2]),
