@@ -360,3 +360,36 @@ func TestPriorityBatch(t *testing.T) {
 	}
 	assert.Positive(t, overs, "some calls were over their level's share")
 }
+
+// TestPriorityCluster: a priority Share on plain buckets (no hash tag of
+// their own, as a worker's type limit) works on a Redis Cluster: the share's
+// keys land in their bucket's slot, over several masters.
+func TestPriorityCluster(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 1)
+	lim := NewLimiter(NewRedisStore(c.Client(t)), WithKeyPrefix(redistest.Prefix(t)))
+	ctx := context.Background()
+	for i := range 12 {
+		name := fmt.Sprint("type", i)
+		take := func(level int) (*Reservation, error) {
+			return lim.ReserveAll(ctx, []Bucket{{Key: name, Limit: shareGlobal,
+				Share: &Share{Tenant: name, Priority: level, Horizon: prioHorizon}}}, time.Minute)
+		}
+		low := 0
+		for {
+			_, err := take(5)
+			if errors.Is(err, ErrOverShare) {
+				break
+			}
+			require.NoError(t, err, name)
+			low++
+		}
+		assert.Positive(t, low, "%s: priority 5 booked its horizon", name)
+		r, err := take(1)
+		require.NoError(t, err, name)
+		assert.LessOrEqual(t, r.Delay(), prioHorizon+20*time.Millisecond, "%s: priority 1 behind the horizon booked", name)
+		ts, n, err := lim.Shares(ctx, name, shareGlobal, 10)
+		require.NoError(t, err, name)
+		assert.Equal(t, 2, n, name)
+		assert.Len(t, ts, 2, name)
+	}
+}
