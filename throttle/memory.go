@@ -282,7 +282,7 @@ func (m *memShard) decide(req request) decision {
 	}
 	var sc *shareCall
 	if req.share != nil {
-		sc = m.shared.load(req.prefix, req.share, now)
+		sc = m.shared.load(req.prefix, req.share, now, max(now, m.cooldownAt(req.prefix, req.share.bucket, now)))
 		if wait, over := sc.over(now); over {
 			d := decision{now: now, wait: wait, overShare: true}
 			for i := range cs {

@@ -222,6 +222,14 @@ func TestPriorityLockstep(t *testing.T) {
 					now += rng.Int64N(80_000)
 					continue
 				}
+				if rng.IntN(40) == 0 { // an upstream's 429 cools the shared bucket down
+					d := time.Duration(rng.Int64N(300)) * time.Millisecond
+					for i := range lims {
+						_, err := lims[i].Cooldown(ctx, "{acct}:global", shareGlobal, d)
+						require.NoError(t, err, msg)
+					}
+					continue
+				}
 				tn := []string{"a", "b", "c"}[rng.IntN(3)]
 				sh := &Share{Tenant: tn, Weight: 1 + rng.IntN(3), Horizon: prioHorizon,
 					Priority: rng.IntN(6), Floor: []float64{0, 0.1, 0.3}[rng.IntN(3)]}
@@ -392,4 +400,41 @@ func TestPriorityCluster(t *testing.T) {
 		assert.Equal(t, 2, n, name)
 		assert.Len(t, ts, 2, name)
 	}
+}
+
+// TestPriorityCooldown: while the shared bucket cools down (an upstream's
+// 429), a backlog of priority 5 books at most its horizon past the
+// cooldown's end, not the whole cooldown's worth: a caller of priority 1
+// that comes at the end books right behind that horizon.
+func TestPriorityCooldown(t *testing.T) {
+	prioStores(t, func(t *testing.T, st Store, clock *fakeClock, prefix string) {
+		lim := NewLimiter(st, WithKeyPrefix(prefix))
+		ctx := context.Background()
+		take := func(level int) (*Reservation, error) {
+			return lim.ReserveAll(ctx, []Bucket{
+				{Key: "{acct}:tenant:a", Limit: Limit{Rate: 1000, Burst: 100}},
+				{Key: "{acct}:global", Limit: shareGlobal, Share: &Share{Tenant: "a", Priority: level, Horizon: prioHorizon}},
+			}, time.Minute)
+		}
+		clock.at(0)
+		_, err := lim.Cooldown(ctx, "{acct}:global", shareGlobal, time.Second)
+		require.NoError(t, err)
+		// Priority 5 asks every 10 ms through the cooldown.
+		booked := 0
+		for now := int64(0); now < 900_000; now += 10_000 {
+			clock.at(now)
+			if _, err := take(5); err == nil {
+				booked++
+			} else {
+				require.ErrorIs(t, err, ErrOverShare)
+			}
+		}
+		clock.at(900_000)
+		r, err := take(1)
+		require.NoError(t, err)
+		t.Logf("priority 5 booked %d turns during the cooldown; priority 1 waits %v", booked, r.Delay())
+		assert.LessOrEqual(t, booked, 6, "the horizon past the cooldown's end (100 ms: 5 turns) and one")
+		assert.LessOrEqual(t, r.Delay(), 100*time.Millisecond+prioHorizon+20*time.Millisecond,
+			"priority 1 books behind the horizon past the cooldown's end")
+	})
 }

@@ -137,7 +137,7 @@ func shareArgs(keys []string, args []any, req *request) ([]string, []any) {
 	if sh := req.share; sh != nil {
 		tags, info := shareKeys(req.prefix, sh.bucket)
 		keys = append(keys, tags, info)
-		args = append(args, sh.tenant, sh.weight, sh.horizon, sh.t, sh.n, sh.level, sh.floor)
+		args = append(args, sh.tenant, sh.weight, sh.horizon, sh.t, sh.n, sh.level, sh.floor, sh.at)
 	}
 	return keys, args
 }

@@ -82,6 +82,7 @@ var ErrOverShare = errors.New("throttle: over its share")
 // share is a checked Share, in the units the stores use.
 type share struct {
 	tenant  string
+	at      int64 // the shared bucket's index among the call's buckets, from 1
 	level   int64 // 1..numLevels
 	floor   int64 // ppm
 	weight  int64

@@ -50,12 +50,14 @@ type shareCall struct {
 	ms       *memShare
 	sh       *share
 	pair     string // the caller's (level, tenant) pair
-	tag, old int64  // the pair's tag (at least now); its stored weight, 0 if none
+	tag, old int64  // the pair's tag (at least from); its stored weight, 0 if none
+	from     int64  // the shared bucket's time: now, or its cooldown's end
 }
 
 // load is share.lua's shareload: it forgets up to shareExpireBatch tenants
-// whose tags have passed and reads the caller's.
-func (s memShares) load(prefix string, sh *share, now int64) *shareCall {
+// whose tags have passed and reads the caller's, from the shared bucket's
+// time from: now, or the end of its cooldown.
+func (s memShares) load(prefix string, sh *share, now, from int64) *shareCall {
 	key := prefix + sh.bucket
 	ms := s[key]
 	if ms != nil && ms.till <= now {
@@ -87,8 +89,8 @@ func (s memShares) load(prefix string, sh *share, now int64) *shareCall {
 		ms.sums[l] = max(ms.sums[l], 0)
 	}
 	pair := pairOf(sh.level, sh.tenant)
-	c := &shareCall{ms: ms, sh: sh, pair: pair, tag: now, old: ms.weights[pair]}
-	if tag, ok := ms.tags[pair]; ok && tag > now {
+	c := &shareCall{ms: ms, sh: sh, pair: pair, tag: from, from: from, old: ms.weights[pair]}
+	if tag, ok := ms.tags[pair]; ok && tag > from {
 		c.tag = tag
 	}
 	return c
@@ -98,7 +100,7 @@ func (c *shareCall) keep(till int64) { c.ms.till = max(c.ms.till, till) }
 
 // over is share.lua's shareover.
 func (c *shareCall) over(now int64) (wait int64, over bool) {
-	if c.tag-now <= c.sh.horizon {
+	if c.tag-c.from <= c.sh.horizon {
 		return 0, false
 	}
 	d := max(c.ms.backs[c.pair], c.tag-c.sh.horizon)

@@ -100,7 +100,7 @@ func TestPoolPriorityWithEveryOption(t *testing.T) {
 			Adapt: true, Priorities: true, PriorityFloor: 0.1}
 	}
 	pol := policy(20)
-	const retryAfter = 500 * time.Millisecond
+	const retryAfter = time.Second
 	var mu sync.Mutex
 	var cooled time.Time
 	ran := make(chan ranJob, 100)
@@ -140,10 +140,12 @@ func TestPoolPriorityWithEveryOption(t *testing.T) {
 			require.NoError(t, p.SetPolicy("api", policy(40)))
 		}
 	}
-	last1 := 0
+	last1, sum1, n1 := 0, 0, 0
 	for i, r := range order {
-		if r.Priority == 1 {
-			last1 = i
+		// b's job 0, refused by the upstream, comes back after the
+		// cooldown, however far the backlog is by then.
+		if r.Priority == 1 && r.id() != "b/1/0" {
+			last1, sum1, n1 = i, sum1+i, n1+1
 		}
 	}
 	mu.Lock()
@@ -151,12 +153,18 @@ func TestPoolPriorityWithEveryOption(t *testing.T) {
 	mu.Unlock()
 	require.False(t, c.IsZero(), "the upstream refused once")
 	for _, r := range order {
-		// A turn granted before the 429 may start just after it.
-		inside := r.at.After(c.Add(50*time.Millisecond)) && r.at.Before(c.Add(retryAfter))
+		// A turn granted before the 429 may start just after it (later
+		// on a loaded machine under the race detector).
+		inside := r.at.After(c.Add(250*time.Millisecond)) && r.at.Before(c.Add(retryAfter))
 		assert.False(t, inside, "%s ran %v after the 429, inside the cooldown", r.id(), r.at.Sub(c))
 	}
 	st := p.Stats()
-	t.Logf("priority 1's last job ran %d of 48; requeued %d, cooldowns %d", last1+1, st.Requeued, st.Cooldowns)
+	t.Logf("priority 1's jobs (but the one refused) ran %.1fth on average, the last %dth of 48; requeued %d, cooldowns %d",
+		float64(sum1)/float64(n1)+1, last1+1, st.Requeued, st.Cooldowns)
+	// Queued last, they would run 41st to 48th first come, first served.
+	// Through the cooldown the backlog books no further than its horizon
+	// past its end (throttle's TestPriorityCooldown), so they run soon after.
+	assert.Less(t, float64(sum1)/float64(n1), 20.0, "priority 1 ran ahead of the priority-5 backlog")
 	assert.Less(t, last1, 30, "priority 1 ran ahead of the priority-5 backlog")
 	assert.Equal(t, int64(1), st.Cooldowns)
 	assert.Zero(t, st.Archived)

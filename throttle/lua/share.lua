@@ -14,16 +14,21 @@
 --               keys expire (µs)
 --   ARGV        tenant, weight, horizon µs, T (µs per token of the shared
 --               bucket), n (tokens the call takes from it), level (1..5),
---               floor (ppm of the rate the levels below the highest keep)
+--               floor (ppm of the rate the levels below the highest keep),
+--               the shared bucket's index among the call's buckets (1..k)
+--
+-- The tags run from the shared bucket's time: now, or the end of its
+-- cooldown while it cools down (no one may book it before), so that a
+-- cooldown does not let a pair book more than the horizon past its end.
 --
 -- A pair is in the set while its tag is ahead of now; a level is active
 -- while its sum of weights is not 0. Each call first forgets up to 64 pairs
 -- whose tags have passed (their weights leave their level's sum). A pair
--- whose tag is more than the horizon ahead of now is over its share: the
--- call books nothing and answers the pair's next come-back place (at least
--- tag - horizon, when its share has room again), which then moves n·T on.
--- Otherwise the call proceeds, and if it books, the pair's tag moves to
--- max(tag, now) + ceil(n·T·W/weight · 10^6/s) (in doubles, at most 10^14),
+-- whose tag is more than the horizon ahead of the bucket's time is over its
+-- share: the call books nothing and answers the pair's next come-back place
+-- (at least tag - horizon, when its share has room again), which then moves
+-- n·T on. Otherwise the call proceeds, and if it books, the pair's tag moves
+-- to max(tag, the bucket's time) + ceil(n·T·W/weight · 10^6/s) (in doubles, at most 10^14),
 -- W its level's sum counting the pair, s the level's part of the rate in
 -- ppm: 10^6 alone, 10^6 - floor for the highest of several active levels,
 -- floor(floor / m) for each of the m active levels below it.
@@ -57,7 +62,13 @@ local function shareload(k, base)
     tenant = ARGV[a], w = tonumber(ARGV[a + 1]), horizon = tonumber(ARGV[a + 2]),
     t = tonumber(ARGV[a + 3]), n = tonumber(ARGV[a + 4]),
     level = tonumber(ARGV[a + 5]) or 3, floor = tonumber(ARGV[a + 6]) or 50000,
+    from = now,
   }
+  local at = tonumber(ARGV[a + 7])
+  if at then
+    local c = cooldown({mkey = KEYS[4 * at - 1]})
+    if c > now then S.from = c end
+  end
   S.pair = pairof(S.level, S.tenant)
   local ws = redis.call("HMGET", S.hkey, "W1", "W2", "W", "W4", "W5")
   S.W, S.dirty = {}, {}
@@ -76,7 +87,7 @@ local function shareload(k, base)
   end
   local tag = tonumber(redis.call("ZSCORE", S.zkey, S.pair))
   S.old = tonumber(redis.call("HGET", S.hkey, "w:" .. S.pair))
-  if not tag or tag < now then tag = now end
+  if not tag or tag < S.from then tag = S.from end
   S.tag = tag
 end
 
@@ -92,7 +103,7 @@ end
 -- shareover is the come-back wait (µs) of a pair over its share, having
 -- moved its come-back place on; nil if it is within its share.
 local function shareover()
-  if not S or S.tag - now <= S.horizon then return nil end
+  if not S or S.tag - S.from <= S.horizon then return nil end
   local d = tonumber(redis.call("HGET", S.hkey, "d:" .. S.pair)) or 0
   local from = S.tag - S.horizon
   if d < from then d = from end
