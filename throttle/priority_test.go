@@ -191,9 +191,11 @@ func TestPriorityTenants(t *testing.T) {
 }
 
 // TestPriorityLockstep drives random calls of tenants at random levels and
-// floors through one shared bucket on a memory store, a real redis-server
-// and miniredis, and requires the same answer from each at every step, and
-// the same Shares: share.lua and share_memory.go are one law with levels too.
+// floors through one shared bucket (adaptive, its rate announced anew now
+// and then, on odd seeds), with cooldowns, on a memory store, a real
+// redis-server and miniredis, and requires the same answer from each at
+// every step, and the same Shares: share.lua and share_memory.go are one
+// law with levels too.
 func TestPriorityLockstep(t *testing.T) {
 	for seed := range uint64(4) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
@@ -214,6 +216,12 @@ func TestPriorityLockstep(t *testing.T) {
 			ctx := context.Background()
 			now, overs, grants := int64(0), 0, 0
 			levels := map[int]bool{}
+			// Odd seeds share an adaptive bucket whose upstream announces rates.
+			var shared Policy = shareGlobal
+			adaptive := Adaptive{Ceiling: shareGlobal}
+			if seed%2 == 1 {
+				shared = adaptive
+			}
 			for step := range 500 {
 				msg := fmt.Sprintf("seed %d step %d", seed, step)
 				mr.FastForward(micros(now) - clock.Now().Sub(base))
@@ -222,10 +230,18 @@ func TestPriorityLockstep(t *testing.T) {
 					now += rng.Int64N(80_000)
 					continue
 				}
+				if seed%2 == 1 && rng.IntN(30) == 0 { // the upstream announces another rate
+					rate := float64(5 + rng.IntN(46))
+					for i := range lims {
+						_, _, err := lims[i].Announced(ctx, "{acct}:global", adaptive, rate)
+						require.NoError(t, err, msg)
+					}
+					continue
+				}
 				if rng.IntN(40) == 0 { // an upstream's 429 cools the shared bucket down
 					d := time.Duration(rng.Int64N(300)) * time.Millisecond
 					for i := range lims {
-						_, err := lims[i].Cooldown(ctx, "{acct}:global", shareGlobal, d)
+						_, err := lims[i].Cooldown(ctx, "{acct}:global", shared, d)
 						require.NoError(t, err, msg)
 					}
 					continue
@@ -235,12 +251,15 @@ func TestPriorityLockstep(t *testing.T) {
 					Priority: rng.IntN(6), Floor: []float64{0, 0.1, 0.3}[rng.IntN(3)]}
 				req := request{prefix: prefix, maxWait: []int64{-1, 0, 200_000}[rng.IntN(3)],
 					one:  Bucket{Key: "{acct}:tenant:" + tn, Limit: Limit{Rate: 1000, Burst: 100}, N: 1},
-					more: []Bucket{{Key: "{acct}:global", Limit: shareGlobal, N: 1 + rng.IntN(2), Share: sh}}}
+					more: []Bucket{{Key: "{acct}:global", Limit: shared, N: 1 + rng.IntN(2), Share: sh}}}
 				require.NoError(t, lims[0].check(&req), msg)
 				var first decision
 				for i, st := range stores {
 					d, err := st.reserve(ctx, req)
 					require.NoError(t, err, msg)
+					// An adaptive grant's period travels with the request,
+					// not in the script's reply: the memory store's alone sets it.
+					d.taken.per = 0
 					if i == 0 {
 						first = d
 					} else {
@@ -254,10 +273,10 @@ func TestPriorityLockstep(t *testing.T) {
 					levels[sh.Priority] = true
 				}
 				if step%50 == 49 {
-					want, wantN, err := lims[0].Shares(ctx, "{acct}:global", shareGlobal, 20)
+					want, wantN, err := lims[0].Shares(ctx, "{acct}:global", shared, 20)
 					require.NoError(t, err, msg)
 					for i := 1; i < len(lims); i++ {
-						got, n, err := lims[i].Shares(ctx, "{acct}:global", shareGlobal, 20)
+						got, n, err := lims[i].Shares(ctx, "{acct}:global", shared, 20)
 						require.NoError(t, err, msg)
 						assert.Equal(t, wantN, n, "%s: %s counts the pairs as memory", msg, names[i])
 						assert.Equal(t, want, got, "%s: %s lists the pairs as memory", msg, names[i])
@@ -436,5 +455,38 @@ func TestPriorityCooldown(t *testing.T) {
 		assert.LessOrEqual(t, booked, 6, "the horizon past the cooldown's end (100 ms: 5 turns) and one")
 		assert.LessOrEqual(t, r.Delay(), 100*time.Millisecond+prioHorizon+20*time.Millisecond,
 			"priority 1 books behind the horizon past the cooldown's end")
+	})
+}
+
+// TestPriorityAdaptive: on an adaptive bucket whose upstream lowered its
+// rate (50/s → 25/s), the tags move at the rate the bucket grants, so a
+// backlog books its horizon of the bucket's time, not twice as much, and a
+// caller of priority 1 waits no longer than that; the memory store and
+// Redis agree.
+func TestPriorityAdaptive(t *testing.T) {
+	prioStores(t, func(t *testing.T, st Store, clock *fakeClock, prefix string) {
+		lim := NewLimiter(st, WithKeyPrefix(prefix))
+		ctx := context.Background()
+		a := Adaptive{Ceiling: shareGlobal}
+		clock.at(0)
+		_, _, err := lim.Announced(ctx, "send", a, 25)
+		require.NoError(t, err)
+		take := func(level int) (*Reservation, error) {
+			return lim.ReserveAll(ctx, []Bucket{{Key: "send", Limit: a,
+				Share: &Share{Tenant: "send", Priority: level, Horizon: prioHorizon}}}, time.Minute)
+		}
+		booked := 0
+		for {
+			if _, err := take(5); errors.Is(err, ErrOverShare) {
+				break
+			}
+			require.NoError(t, err)
+			booked++
+		}
+		r, err := take(1)
+		require.NoError(t, err)
+		t.Logf("priority 5 booked %d turns at 25/s; priority 1 waits %v", booked, r.Delay())
+		assert.LessOrEqual(t, booked, 4, "100 ms of a 25/s bucket (T = 40 ms) and one turn more")
+		assert.LessOrEqual(t, r.Delay(), prioHorizon+40*time.Millisecond, "behind the horizon booked at the bucket's rate")
 	})
 }

@@ -52,6 +52,7 @@ type shareCall struct {
 	pair     string // the caller's (level, tenant) pair
 	tag, old int64  // the pair's tag (at least from); its stored weight, 0 if none
 	from     int64  // the shared bucket's time: now, or its cooldown's end
+	t        int64  // µs per token the tags move by (sh.t, or the adaptive bucket's slower T)
 }
 
 // load is share.lua's shareload: it forgets up to shareExpireBatch tenants
@@ -89,7 +90,7 @@ func (s memShares) load(prefix string, sh *share, now, from int64) *shareCall {
 		ms.sums[l] = max(ms.sums[l], 0)
 	}
 	pair := pairOf(sh.level, sh.tenant)
-	c := &shareCall{ms: ms, sh: sh, pair: pair, tag: from, from: from, old: ms.weights[pair]}
+	c := &shareCall{ms: ms, sh: sh, pair: pair, tag: from, from: from, t: sh.t, old: ms.weights[pair]}
 	if tag, ok := ms.tags[pair]; ok && tag > from {
 		c.tag = tag
 	}
@@ -98,14 +99,22 @@ func (s memShares) load(prefix string, sh *share, now, from int64) *shareCall {
 
 func (c *shareCall) keep(till int64) { c.ms.till = max(c.ms.till, till) }
 
+// rate is share.lua's sharerate: taken is the shared bucket's adaptive
+// rate for this call (burst 0: it is not adaptive).
+func (c *shareCall) rate(taken fixedTB) {
+	if taken.burst > 0 && taken.t.us > c.t {
+		c.t = taken.t.us
+	}
+}
+
 // over is share.lua's shareover.
 func (c *shareCall) over(now int64) (wait int64, over bool) {
 	if c.tag-c.from <= c.sh.horizon {
 		return 0, false
 	}
 	d := max(c.ms.backs[c.pair], c.tag-c.sh.horizon)
-	c.ms.backs[c.pair] = d + c.sh.n*c.sh.t
-	c.keep(d + c.sh.n*c.sh.t)
+	c.ms.backs[c.pair] = d + c.sh.n*c.t
+	c.keep(d + c.sh.n*c.t)
 	return d - now, true
 }
 
@@ -114,7 +123,7 @@ func (c *shareCall) commit() {
 	ms, sh := c.ms, c.sh
 	w := ms.sums[sh.level] - c.old + sh.weight
 	ms.sums[sh.level] = w
-	x := float64(sh.n) * float64(sh.t) * float64(w) / float64(sh.weight)
+	x := float64(sh.n) * float64(c.t) * float64(w) / float64(sh.weight)
 	if s := sharePart(&ms.sums, sh.level, sh.floor); s < 1_000_000 {
 		x = x * 1e6 / float64(s)
 	}

@@ -62,6 +62,7 @@ local function reserve(maxwait, base)
   end
 
   shareload(k, base)
+  sharerate(bs)
   local over = shareover()
   if over then return answer(bs, 2, over, 0, 0) end
 

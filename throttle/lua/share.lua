@@ -64,9 +64,9 @@ local function shareload(k, base)
     level = tonumber(ARGV[a + 5]) or 3, floor = tonumber(ARGV[a + 6]) or 50000,
     from = now,
   }
-  local at = tonumber(ARGV[a + 7])
-  if at then
-    local c = cooldown({mkey = KEYS[4 * at - 1]})
+  S.at = tonumber(ARGV[a + 7])
+  if S.at then
+    local c = cooldown({mkey = KEYS[4 * S.at - 1]})
     if c > now then S.from = c end
   end
   S.pair = pairof(S.level, S.tenant)
@@ -89,6 +89,16 @@ local function shareload(k, base)
   S.old = tonumber(redis.call("HGET", S.hkey, "w:" .. S.pair))
   if not tag or tag < S.from then tag = S.from end
   S.tag = tag
+end
+
+-- sharerate moves the tags at the rate the shared bucket grants now: an
+-- adaptive bucket's effective T (tb.lua) when it is slower than the T the
+-- call passed (its ceiling's), so that the horizon is one of the bucket's
+-- time however far its rate fell.
+local function sharerate(bs)
+  if not S or not S.at then return end
+  local b = bs[S.at]
+  if b and b.adaptive and b.a1 > S.t then S.t = b.a1 end
 end
 
 -- sharekeep makes both keys last until at least `till` (µs).
