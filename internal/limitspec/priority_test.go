@@ -65,3 +65,12 @@ func TestLoadFilePriority(t *testing.T) {
 	_, err = LoadFile(writeFile(t, `{"limits": [{"type": "a", "rate": "40/s", "priority_floor": 70}]}`))
 	assert.ErrorContains(t, err, `priority-floor "70" is not a percentage from 0.1 to 50`)
 }
+
+// The same fields in a YAML limits file.
+func TestLoadFilePriorityYAML(t *testing.T) {
+	specs, err := LoadFile(writeNamed(t, "limits.yaml", "limits:\n  - {type: a, rate: 40/s, priority: true, priority_floor: 2.5}\n"))
+	require.NoError(t, err)
+	require.Len(t, specs, 1)
+	assert.True(t, specs[0].Priorities)
+	assert.InDelta(t, 0.025, specs[0].PriorityFloor, 1e-12)
+}
