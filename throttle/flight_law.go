@@ -1,0 +1,144 @@
+package throttle
+
+import "math"
+
+// The control law of an automatic in-flight bound (Concurrency.Auto), in
+// pure functions of the fleet's state, one window of samples and now. It is
+// a gradient law (Envoy's adaptive-concurrency, Netflix's Gradient) on the
+// fleet's mean latency against its baseline, with slow start, AIMD on
+// overload, and a bounded, jittered probe that re-measures the baseline.
+// docs/adaptive.md ("In-flight bounds that follow latency") states it.
+
+// Why an in-flight bound last moved (AdaptState.Reason of Limiter.InFlight).
+const (
+	flightCold     = "cold"       // no window yet: the bound is the floor (or the start)
+	flightSlow     = "slow-start" // doubling while latency stays at its baseline
+	flightGradient = "gradient"   // limit·(baseline·(1+buffer))/recent + headroom
+	flightOverload = "overload"   // an overload answer (503, 429, timeout): limit·beta
+	flightProbe    = "probe"      // one window at probeDepth of the limit, re-measuring the baseline
+)
+
+// The law's constants (docs/adaptive.md).
+const (
+	// flightBuffer is the latency over the baseline taken as no queueing:
+	// the bound settles near (1+flightBuffer) times the upstream's capacity,
+	// plus flightHeadroom.
+	flightBuffer   = 0.05
+	flightHeadroom = 1.0
+	// flightGradMin and flightGradMax bound one window's gradient: the bound
+	// at most halves or doubles per window.
+	flightGradMin = 0.5
+	flightGradMax = 2.0
+	// flightBeta is the decrease on a window with overload answers.
+	flightBeta = 0.75
+	// flightProbeDepth is the probe's bound, as a fraction of the limit:
+	// low enough to drain a queue of flightBuffer+flightHeadroom, high
+	// enough that throughput dips by a quarter for one window at most.
+	flightProbeDepth = 0.75
+	// flightProbeJitter spreads the probes: each comes after the probe
+	// period times 1 ± flightProbeJitter.
+	flightProbeJitter = 0.25
+	// flightProbeEvery is the probe period, in windows.
+	flightProbeEvery = 120
+	// flightMinSamples is the fewest samples that close a window once its
+	// interval has passed; after flightMaxWait intervals one sample does.
+	flightMinSamples = 8
+	flightMaxWait    = 8
+)
+
+// flightState is an automatic in-flight bound as the fleet keeps it.
+type flightState struct {
+	limit   float64 // the learned limit, fractional
+	bound   int     // the slots Hold grants now: the limit's, or the probe's
+	base    float64 // baseline latency, µs: the least recent mean (or the latest probe's)
+	recent  float64 // the latest window's mean latency, µs
+	why     string
+	at      int64 // µs of the last change
+	slow    bool  // in slow start
+	probeAt int64 // µs: when the next probe begins
+	probing bool  // the current window is a probe
+	saved   float64
+}
+
+// flightWindow is a window of samples, summed over the fleet.
+type flightWindow struct {
+	n, sum, over int64 // samples served, their latencies' sum (µs), overload answers
+	start        int64 // µs
+}
+
+// flightParams are one semaphore's bounds and window.
+type flightParams struct {
+	floor, ceiling float64
+	interval       int64 // µs
+}
+
+// coldFlight is the state of a bound no window has moved: at the floor, in
+// slow start.
+func coldFlight(p flightParams, now int64) flightState {
+	return flightState{limit: p.floor, bound: int(p.floor), why: flightCold, at: now, slow: true}
+}
+
+// due reports whether w closes at now.
+func (w flightWindow) due(now int64, p flightParams) bool {
+	age := now - w.start
+	return (age >= p.interval && (w.n >= flightMinSamples || w.over > 0)) ||
+		(age >= flightMaxWait*p.interval && w.n > 0)
+}
+
+// step moves s by window w, closed at now; jitter, from 0 to 1, places the
+// next probe. The bound never leaves [floor, ceiling].
+func (s *flightState) step(w flightWindow, now int64, p flightParams, jitter float64) {
+	clamp := func(x float64) float64 { return math.Min(math.Max(x, p.floor), p.ceiling) }
+	s.limit = clamp(s.limit)
+	nextProbe := func() int64 {
+		f := 1 + flightProbeJitter*(2*jitter-1)
+		return now + int64(float64(flightProbeEvery*p.interval)*f)
+	}
+	var mean float64
+	if w.n > 0 {
+		mean = float64(w.sum) / float64(w.n)
+		s.recent = mean
+	}
+	set := func(limit float64, why string) {
+		s.limit, s.why, s.at = clamp(limit), why, now
+	}
+	switch {
+	case s.probing:
+		// The probe's window: its mean, measured with less queued, is the
+		// new baseline, and the limit comes back to where it was.
+		s.probing = false
+		if w.n > 0 && w.over == 0 {
+			s.base = mean
+		}
+		set(s.saved, flightProbe)
+		s.probeAt = nextProbe()
+	case w.over > 0:
+		s.slow = false
+		set(s.limit*flightBeta, flightOverload)
+	case w.n == 0:
+	case s.base == 0:
+		// The first window: its mean is the baseline.
+		s.base = mean
+		s.probeAt = nextProbe()
+		set(s.limit, s.why)
+	default:
+		s.base = math.Min(s.base, mean)
+		target := s.base * (1 + flightBuffer)
+		if s.slow && mean <= target {
+			set(s.limit*2, flightSlow)
+			break
+		}
+		s.slow = false
+		g := math.Min(math.Max(target/mean, flightGradMin), flightGradMax)
+		set(s.limit*g+flightHeadroom, flightGradient)
+		if now >= s.probeAt {
+			s.probing, s.saved = true, s.limit
+			s.why = flightProbe
+		}
+	}
+	s.bound = int(s.limit)
+	if s.probing {
+		s.bound = int(math.Max(p.floor, math.Floor(s.limit*flightProbeDepth)))
+	}
+	s.bound = max(s.bound, int(p.floor), 1)
+}
