@@ -24,7 +24,7 @@ const (
 	// the bound settles near (1+flightBuffer) times the upstream's capacity,
 	// plus flightHeadroom.
 	flightBuffer   = 0.05
-	flightHeadroom = 1.0
+	flightHeadroom = 0.5
 	// flightGradMin and flightGradMax bound one window's gradient: the bound
 	// at most halves or doubles per window.
 	flightGradMin = 0.5

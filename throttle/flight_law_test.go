@@ -1,0 +1,187 @@
+package throttle
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// queueModel is an upstream that serves c requests at once in s µs each and
+// queues the rest: with bound requests kept in flight, Little's law makes
+// the mean latency s·max(1, bound/c), and it serves min(bound, c)/s per µs.
+type queueModel struct{ c, s float64 }
+
+func (q queueModel) window(bound int, start, interval int64) flightWindow {
+	inFlight := float64(bound)
+	lat := q.s * math.Max(1, inFlight/q.c)
+	n := int64(math.Min(inFlight, q.c) / q.s * float64(interval))
+	return flightWindow{n: n, sum: int64(lat * float64(n)), start: start}
+}
+
+// runLaw steps the law over windows of the model from st, calling each
+// after every step, for steps windows.
+func runLaw(st *flightState, p flightParams, q func(i int) queueModel, steps int, each func(i int, st flightState)) {
+	now := int64(0)
+	for i := range steps {
+		w := q(i).window(st.bound, now, p.interval)
+		now += p.interval
+		st.step(w, now, p, 0.5)
+		each(i, *st)
+	}
+}
+
+// From a cold start the law finds the knee: the bound settles within a few
+// slots above the upstream's capacity (its queue stays short), follows a
+// drop of the capacity within seconds, and climbs back when it returns.
+func TestFlightLawFindsTheKnee(t *testing.T) {
+	p := flightParams{floor: 1, ceiling: 1000, interval: 250_000}
+	st := coldFlight(p, 0)
+	c := 20.0
+	model := func(int) queueModel { return queueModel{c: c, s: 50_000} }
+	var at []int
+	runLaw(&st, p, model, 40, func(i int, st flightState) { at = append(at, st.bound) })
+	for i := 20; i < 40; i++ {
+		if at[i] < 15 || at[i] > 25 {
+			t.Errorf("window %d: bound %d, want within 25%% of 20 once settled (%v)", i, at[i], at)
+			break
+		}
+	}
+	assert.InDelta(t, 50_000, st.base, 1, "the baseline is the unloaded latency")
+
+	c = 8
+	at = at[:0]
+	runLaw(&st, p, model, 40, func(i int, st flightState) { at = append(at, st.bound) })
+	settled := -1
+	for i := range at {
+		if at[i] >= 6 && at[i] <= 10 && settled < 0 {
+			settled = i
+		}
+		if settled >= 0 && (at[i] < 6 || at[i] > 10) {
+			t.Errorf("window %d: bound %d left 8±25%% after settling at window %d (%v)", i, at[i], settled, at)
+			break
+		}
+	}
+	require.GreaterOrEqual(t, settled, 0, "bound %v never within 8±25%%", at)
+	assert.LessOrEqual(t, settled, 8, "settled within 2 s (8 windows of 250 ms): %v", at)
+
+	c = 20
+	at = at[:0]
+	runLaw(&st, p, model, 60, func(i int, st flightState) { at = append(at, st.bound) })
+	back := -1
+	for i := range at {
+		if at[i] >= 18 && back < 0 {
+			back = i
+		}
+	}
+	require.GreaterOrEqual(t, back, 0, "never climbed back: %v", at)
+	assert.LessOrEqual(t, back, 20, "back near 20 within 5 s: %v", at)
+}
+
+// The bound never leaves [floor, ceiling], whatever the samples say.
+func TestFlightLawBounds(t *testing.T) {
+	for _, tc := range []struct {
+		floor, ceiling float64
+		c, s           float64
+	}{
+		{5, 12, 20, 50_000}, // capacity above the ceiling
+		{5, 100, 2, 50_000}, // below the floor
+		{1, 3, 1000, 1000},
+		{10, 10, 3, 1000},
+	} {
+		p := flightParams{floor: tc.floor, ceiling: tc.ceiling, interval: 100_000}
+		st := coldFlight(p, 0)
+		name := fmt.Sprintf("floor %g ceiling %g capacity %g", tc.floor, tc.ceiling, tc.c)
+		runLaw(&st, p, func(int) queueModel { return queueModel{c: tc.c, s: tc.s} }, 400, func(i int, st flightState) {
+			if float64(st.bound) < tc.floor || float64(st.bound) > tc.ceiling || st.limit < tc.floor || st.limit > tc.ceiling {
+				t.Fatalf("%s, window %d: bound %d limit %g", name, i, st.bound, st.limit)
+			}
+		})
+	}
+	// Overload on every window: down to the floor, never under.
+	p := flightParams{floor: 3, ceiling: 50, interval: 100_000}
+	st := flightState{limit: 50, bound: 50, base: 1000, why: flightGradient}
+	for i := range 30 {
+		st.step(flightWindow{n: 10, sum: 10_000, over: 5, start: int64(i) * 100_000}, int64(i+1)*100_000, p, 0.5)
+		require.GreaterOrEqual(t, st.bound, 3, "window %d", i)
+	}
+	assert.Equal(t, 3, st.bound, "at the floor after repeated overload")
+	assert.Equal(t, flightOverload, st.why)
+}
+
+// An overload answer cuts the limit by beta at once, and ends slow start.
+func TestFlightLawOverload(t *testing.T) {
+	p := flightParams{floor: 1, ceiling: 100, interval: 100_000}
+	st := flightState{limit: 40, bound: 40, base: 1000, slow: true, why: flightSlow, probeAt: 1 << 60}
+	st.step(flightWindow{n: 100, sum: 100_000, over: 1}, 100_000, p, 0.5)
+	assert.InDelta(t, 40*flightBeta, st.limit, 1e-9)
+	assert.Equal(t, 30, st.bound)
+	assert.False(t, st.slow, "slow start ends")
+	assert.Equal(t, int64(100_000), st.at)
+}
+
+// The baseline is re-measured by a probe: one window at flightProbeDepth
+// of the limit, at the probe period ± jitter, after which the limit comes
+// back. A baseline that went stale (the upstream got faster, or the first
+// windows queued) is replaced, and throughput never drops below
+// flightProbeDepth of the limit's.
+func TestFlightLawProbe(t *testing.T) {
+	p := flightParams{floor: 1, ceiling: 1000, interval: 100_000}
+	// A stale baseline, twice the real one: the bound sits at twice the capacity.
+	st := flightState{limit: 40, bound: 40, base: 100_000, why: flightGradient, probeAt: 1_000_000}
+	q := queueModel{c: 20, s: 50_000}
+	now := int64(0)
+	probes := 0
+	var probeStarts []int64
+	for range 1000 {
+		w := q.window(st.bound, now, p.interval)
+		now += p.interval
+		wasProbing := st.probing
+		before := st.limit
+		st.step(w, now, p, float64(probes%3)/2) // jitter 0, 0.5, 1
+		if st.probing && !wasProbing {
+			probes++
+			probeStarts = append(probeStarts, now)
+			assert.GreaterOrEqual(t, float64(st.bound), math.Floor(st.limit*flightProbeDepth), "a bounded probe")
+			assert.InDelta(t, before, st.saved, before) // saved is this window's limit
+		}
+		if wasProbing {
+			assert.False(t, st.probing, "a probe lasts one window")
+			assert.Equal(t, st.saved, st.limit, "the limit comes back after the probe")
+		}
+	}
+	require.GreaterOrEqual(t, probes, 3, "probes happen periodically")
+	assert.InDelta(t, 50_000, st.base, 1, "the probe re-measured the baseline")
+	assert.LessOrEqual(t, st.bound, 25, "and the bound followed it down")
+	// Jitter: the gaps between probes differ, within the period ± 25 %.
+	period := float64(flightProbeEvery * p.interval)
+	gaps := map[int64]bool{}
+	for i := 1; i < len(probeStarts); i++ {
+		g := probeStarts[i] - probeStarts[i-1]
+		gaps[g] = true
+		assert.InDelta(t, period, float64(g), period*flightProbeJitter+float64(3*p.interval), "gap %d", i)
+	}
+	assert.Greater(t, len(gaps), 1, "jittered: %v", probeStarts)
+}
+
+// Windows close when their interval has passed with enough samples, or
+// much later with any.
+func TestFlightWindowDue(t *testing.T) {
+	p := flightParams{interval: 1000}
+	for i, tc := range []struct {
+		w   flightWindow
+		now int64
+		due bool
+	}{
+		{flightWindow{n: 100, start: 0}, 999, false},
+		{flightWindow{n: 100, start: 0}, 1000, true},
+		{flightWindow{n: flightMinSamples - 1, start: 0}, 1000, false},
+		{flightWindow{n: 0, over: 1, start: 0}, 1000, true},
+		{flightWindow{n: 1, start: 0}, flightMaxWait * 1000, true},
+		{flightWindow{n: 0, start: 0}, 100 * 1000, false},
+	} {
+		assert.Equal(t, tc.due, tc.w.due(tc.now, p), "case %d", i)
+	}
+}

@@ -1,0 +1,246 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// flightStores are a memory store and a RedisStore on one fake clock each.
+func flightStores(t *testing.T) map[string]func(clk *fakeClock) *Limiter {
+	return map[string]func(clk *fakeClock) *Limiter{
+		"memory": func(clk *fakeClock) *Limiter { return NewLimiter(NewMemoryStore(WithClock(clk))) },
+		"redis": func(clk *fakeClock) *Limiter {
+			s := NewRedisStore(redistest.Shared(t).Client(t), WithClock(clk))
+			t.Cleanup(func() { s.Close() })
+			return NewLimiter(s, WithKeyPrefix(redistest.Prefix(t)))
+		},
+	}
+}
+
+// An automatic bound on either store: cold at its floor; each window of
+// samples the fleet reports moves it once, by the law; Hold grants up to it,
+// and Limiter.InFlight reads it with the slots held and the latencies.
+func TestFlightBoundOnBothStores(t *testing.T) {
+	for name, mk := range flightStores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := newFakeClock()
+			lim := mk(clk)
+			c := Concurrency{Max: 10, Auto: true, Floor: 2, Interval: 100 * time.Millisecond, Lease: time.Minute}
+
+			st, err := lim.InFlight(ctx, "api", c)
+			require.NoError(t, err)
+			assert.Equal(t, AdaptState{Rate: 2, Reason: flightCold, Bound: 2}, st, "cold, at the floor")
+
+			a, err := lim.Hold(ctx, "api", c)
+			require.NoError(t, err)
+			b, err := lim.TryHold(ctx, "api", c)
+			require.NoError(t, err)
+			_, err = lim.TryHold(ctx, "api", c)
+			var le *LimitedError
+			require.ErrorAs(t, err, &le, "the floor binds: 2 slots")
+
+			// Window 1, at 50 ms: the baseline. Reports within the window
+			// do not close it.
+			report := func(n int64, lat time.Duration) int {
+				bound, err := lim.reportFlight(ctx, "api", c, flightOp{n: n, sum: n * int64(lat/time.Microsecond)})
+				require.NoError(t, err)
+				return bound
+			}
+			assert.Equal(t, 2, report(10, 50*time.Millisecond))
+			clk.advance(50 * time.Millisecond)
+			assert.Equal(t, 2, report(10, 50*time.Millisecond), "the window is not due")
+			clk.advance(60 * time.Millisecond)
+			assert.Equal(t, 2, report(1, 50*time.Millisecond), "the first window sets the baseline")
+			st, err = lim.InFlight(ctx, "api", c)
+			require.NoError(t, err)
+			assert.Equal(t, 50*time.Millisecond, st.Baseline)
+			assert.Equal(t, 2, st.Held)
+
+			// Window 2, no queueing: slow start doubles the bound.
+			report(20, 50*time.Millisecond)
+			clk.advance(110 * time.Millisecond)
+			assert.Equal(t, 4, report(1, 50*time.Millisecond))
+			l3, err := lim.TryHold(ctx, "api", c)
+			require.NoError(t, err, "4 slots now")
+			l4, err := lim.TryHold(ctx, "api", c)
+			require.NoError(t, err)
+			_, err = lim.TryHold(ctx, "api", c)
+			require.ErrorAs(t, err, &le)
+
+			// Window 3: latency doubled, the queue is as long as what is
+			// served: the gradient halves the bound (plus headroom).
+			report(20, 100*time.Millisecond)
+			clk.advance(110 * time.Millisecond)
+			assert.Equal(t, 2, report(1, 100*time.Millisecond))
+			st, err = lim.InFlight(ctx, "api", c)
+			require.NoError(t, err)
+			assert.Equal(t, flightGradient, st.Reason)
+			assert.Equal(t, 4, st.Held, "held above the bound until released")
+			assert.InDelta(t, float64(100*time.Millisecond), float64(st.Recent), float64(5*time.Millisecond))
+
+			for _, l := range []*Lease{a, b, l3, l4} {
+				require.NoError(t, l.Release(ctx))
+			}
+		})
+	}
+}
+
+// Only one process claims a window, and a claimant that dies holding it
+// (never commits) holds up the bound only until its claim lapses; its late
+// commit is then refused.
+func TestFlightClaims(t *testing.T) {
+	for name, mk := range flightStores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := newFakeClock()
+			lim := mk(clk)
+			fs := lim.store.(flightStore)
+			pfx := lim.cfg.prefix
+			op := func(tok string) flightOp {
+				return flightOp{n: 10, sum: 10_000, interval: 100_000, token: tok, claimTTL: 2_000_000, ttlMillis: 60_000}
+			}
+			_, err := fs.flight(ctx, pfx, "k", op(""))
+			require.NoError(t, err)
+			clk.advance(100 * time.Millisecond)
+			r1, err := fs.flight(ctx, pfx, "k", op("one"))
+			require.NoError(t, err)
+			r2, err := fs.flight(ctx, pfx, "k", op("two"))
+			require.NoError(t, err)
+			assert.True(t, r1.claimed, "the first report of a due window claims it")
+			assert.Equal(t, int64(20), r1.win.n, "with the fleet's samples")
+			assert.False(t, r2.claimed, "one claim per window")
+
+			// "one" dies. The next window is due but the claim stands.
+			clk.advance(time.Second)
+			r3, err := fs.flight(ctx, pfx, "k", op("three"))
+			require.NoError(t, err)
+			assert.False(t, r3.claimed, "the claim stands for its term")
+			clk.advance(time.Second)
+			r4, err := fs.flight(ctx, pfx, "k", op("four"))
+			require.NoError(t, err)
+			assert.True(t, r4.claimed, "a lapsed claim is taken over")
+			assert.Equal(t, int64(30), r4.win.n, "the samples since the lost window")
+
+			ok, err := fs.flightCommit(ctx, pfx, "k", "one", flightState{limit: 99, bound: 99}, 60_000)
+			require.NoError(t, err)
+			assert.False(t, ok, "the dead claimant's commit is refused")
+			ok, err = fs.flightCommit(ctx, pfx, "k", "four", flightState{limit: 7, bound: 7, why: flightGradient}, 60_000)
+			require.NoError(t, err)
+			assert.True(t, ok)
+			r5, err := fs.flight(ctx, pfx, "k", flightOp{})
+			require.NoError(t, err)
+			assert.Equal(t, 7, r5.st.bound)
+		})
+	}
+}
+
+// A Hold waiting at the bound is woken when the bound rises, without a
+// release: the commit wakes it as a release would.
+func TestFlightRiseWakesAWaiter(t *testing.T) {
+	for name, mk := range flightStores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := newFakeClock()
+			lim := mk(clk)
+			c := Concurrency{Max: 10, Auto: true, Floor: 1, Interval: 100 * time.Millisecond, Lease: time.Minute}
+			a, err := lim.Hold(ctx, "w", c)
+			require.NoError(t, err)
+			got := make(chan error, 1)
+			go func() {
+				wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				l, err := lim.Hold(wctx, "w", c)
+				if err == nil {
+					err = l.Release(ctx)
+				}
+				got <- err
+			}()
+			time.Sleep(200 * time.Millisecond) // it waits, subscribed
+			select {
+			case err := <-got:
+				t.Fatalf("the Hold did not wait: %v", err)
+			default:
+			}
+			for range 2 { // the baseline, then slow start: 1 → 2
+				_, err = lim.reportFlight(ctx, "w", c, flightOp{n: 10, sum: 10_000})
+				require.NoError(t, err)
+				clk.advance(110 * time.Millisecond)
+				_, err = lim.reportFlight(ctx, "w", c, flightOp{n: 1, sum: 1_000})
+				require.NoError(t, err)
+			}
+			select {
+			case err := <-got:
+				require.NoError(t, err)
+			case <-time.After(3 * time.Second):
+				t.Fatal("the waiting Hold was not woken by the rise")
+			}
+			require.NoError(t, a.Release(ctx))
+		})
+	}
+}
+
+// Leases report their samples when released: Observe's, or the time held.
+// An overload answer is reported at once and lowers the bound.
+func TestFlightLeasesReport(t *testing.T) {
+	ctx := context.Background()
+	lim := NewLimiter(NewMemoryStore())
+	c := Concurrency{Max: 40, Auto: true, Floor: 1, Interval: 20 * time.Millisecond, Lease: time.Minute}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		st, err := lim.InFlight(ctx, "r", c)
+		require.NoError(t, err)
+		if st.Bound >= 8 {
+			break
+		}
+		l, err := lim.Hold(ctx, "r", c)
+		require.NoError(t, err)
+		l.Observe(5*time.Millisecond, false)
+		require.NoError(t, l.Release(ctx))
+		time.Sleep(time.Millisecond)
+	}
+	st, err := lim.InFlight(ctx, "r", c)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, st.Bound, 8, "slow start on the released leases' samples: %+v", st)
+	assert.Equal(t, 5*time.Millisecond, st.Baseline, "Observe's latency")
+
+	time.Sleep(25 * time.Millisecond) // the window is due
+	l, err := lim.Hold(ctx, "r", c)
+	require.NoError(t, err)
+	l.Observe(time.Second, true)
+	require.NoError(t, l.Release(ctx))
+	after, err := lim.InFlight(ctx, "r", c)
+	require.NoError(t, err)
+	assert.Equal(t, flightOverload, after.Reason)
+	assert.Equal(t, int(st.Rate*flightBeta), after.Bound)
+}
+
+// Bad automatic bounds are refused before any I/O, with ErrInvalid.
+func TestFlightInvalid(t *testing.T) {
+	ctx := context.Background()
+	lim := NewLimiter(NewMemoryStore())
+	for _, c := range []Concurrency{
+		{Auto: true, Floor: -1},
+		{Auto: true, Max: 5, Floor: 6},
+		{Auto: true, Interval: time.Microsecond},
+		{Auto: true, Interval: time.Hour},
+		{Auto: true, Max: -3},
+		{Max: 5, Floor: 2}, // a floor without Auto
+	} {
+		_, err := lim.Hold(ctx, "k", c)
+		assert.ErrorIs(t, err, ErrInvalid, "%+v", c)
+		_, err = lim.InFlight(ctx, "k", c)
+		assert.ErrorIs(t, err, ErrInvalid, "%+v", c)
+	}
+	_, err := lim.InFlight(ctx, "k", Concurrency{Max: 5})
+	assert.True(t, errors.Is(err, ErrInvalid), "InFlight of a fixed bound")
+	assert.NoError(t, Concurrency{Auto: true}.Validate(), "auto alone: floor 1, ceiling 1000")
+	assert.Equal(t, autoCeiling, Concurrency{Auto: true}.ceiling())
+}
