@@ -25,6 +25,9 @@ const (
 	// plus flightHeadroom.
 	flightBuffer   = 0.05
 	flightHeadroom = 0.5
+	// flightSlowExit ends slow start: a window this much over the baseline
+	// (more than flightBuffer, so that jitter alone does not end it).
+	flightSlowExit = 0.2
 	// flightGradMin and flightGradMax bound one window's gradient: the bound
 	// at most halves or doubles per window.
 	flightGradMin = 0.5
@@ -124,7 +127,7 @@ func (s *flightState) step(w flightWindow, now int64, p flightParams, jitter flo
 	default:
 		s.base = math.Min(s.base, mean)
 		target := s.base * (1 + flightBuffer)
-		if s.slow && mean <= target {
+		if s.slow && mean <= s.base*(1+flightSlowExit) {
 			set(s.limit*2, flightSlow)
 			break
 		}
