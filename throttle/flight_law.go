@@ -35,14 +35,24 @@ const (
 	// flightBeta is the decrease on a window with overload answers.
 	flightBeta = 0.75
 	// flightProbeDepth is the probe's bound, as a fraction of the limit:
-	// low enough to drain a queue of flightBuffer+flightHeadroom, high
-	// enough that throughput dips by a quarter for one window at most.
-	flightProbeDepth = 0.75
+	// low enough to drain the queue of a limit up to twice the upstream's
+	// capacity, for one window per period: throughput dips by half for
+	// that window at most, about 3 % of the period.
+	flightProbeDepth = 0.5
+	// flightProbeCalm postpones a probe while the latency is over the
+	// baseline by this factor: in a transient (the capacity just fell) the
+	// probe would still queue and measure the queue, not the upstream.
+	flightProbeCalm = 1.5
 	// flightProbeJitter spreads the probes: each comes after the probe
 	// period times 1 ± flightProbeJitter.
 	flightProbeJitter = 0.25
-	// flightProbeEvery is the probe period, in windows.
-	flightProbeEvery = 120
+	// flightProbeEvery is the probe period, in windows: often enough that
+	// the baseline follows the conditions of the moment (a busy host adds
+	// to every latency).
+	flightProbeEvery = 16
+	// flightSmooth is how far one window moves the limit toward the
+	// gradient's: a window's noise moves it by half.
+	flightSmooth = 0.5
 	// flightMinSamples is the fewest samples that close a window once its
 	// interval has passed; after flightMaxWait intervals one sample does.
 	flightMinSamples = 8
@@ -53,7 +63,7 @@ const (
 type flightState struct {
 	limit   float64 // the learned limit, fractional
 	bound   int     // the slots Hold grants now: the limit's, or the probe's
-	base    float64 // baseline latency, µs: the least recent mean (or the latest probe's)
+	base    float64 // baseline latency, µs: the probes' (in slow start, the least window mean)
 	recent  float64 // the latest window's mean latency, µs
 	why     string
 	at      int64 // µs of the last change
@@ -107,11 +117,16 @@ func (s *flightState) step(w flightWindow, now int64, p flightParams, jitter flo
 	}
 	switch {
 	case s.probing:
-		// The probe's window: its mean, measured with less queued, is the
-		// new baseline, and the limit comes back to where it was.
+		// The probe's window, with less queued: its mean is the latency
+		// the upstream gives under the conditions of the moment (the
+		// baseline, averaged with the last probes'), and the limit comes
+		// back to where it was.
 		s.probing = false
 		if w.n > 0 && w.over == 0 {
-			s.base = mean
+			s.base = (s.base + mean) / 2
+			if s.base == mean/2 {
+				s.base = mean
+			}
 		}
 		set(s.saved, flightProbe)
 		s.probeAt = nextProbe()
@@ -120,21 +135,22 @@ func (s *flightState) step(w flightWindow, now int64, p flightParams, jitter flo
 		set(s.limit*flightBeta, flightOverload)
 	case w.n == 0:
 	case s.base == 0:
-		// The first window: its mean is the baseline.
+		// The first window, at the floor: its mean is the baseline.
 		s.base = mean
 		s.probeAt = nextProbe()
 		set(s.limit, s.why)
 	default:
-		s.base = math.Min(s.base, mean)
-		target := s.base * (1 + flightBuffer)
-		if s.slow && mean <= s.base*(1+flightSlowExit) {
-			set(s.limit*2, flightSlow)
-			break
+		if s.slow {
+			if mean <= s.base*(1+flightSlowExit) {
+				s.base = math.Min(s.base, mean)
+				set(s.limit*2, flightSlow)
+				break
+			}
+			s.slow = false
 		}
-		s.slow = false
-		g := math.Min(math.Max(target/mean, flightGradMin), flightGradMax)
-		set(s.limit*g+flightHeadroom, flightGradient)
-		if now >= s.probeAt {
+		g := math.Min(math.Max(s.base*(1+flightBuffer)/mean, flightGradMin), flightGradMax)
+		set(s.limit+flightSmooth*(s.limit*g+flightHeadroom-s.limit), flightGradient)
+		if now >= s.probeAt && mean <= s.base*flightProbeCalm {
 			s.probing, s.saved = true, s.limit
 			s.why = flightProbe
 		}

@@ -33,16 +33,18 @@ func runLaw(st *flightState, p flightParams, q func(i int) queueModel, steps int
 	}
 }
 
-// From a cold start the law finds the knee: the bound settles within a few
-// slots above the upstream's capacity (its queue stays short), follows a
-// drop of the capacity within seconds, and climbs back when it returns.
+// From a cold start the law finds the knee: the learned limit settles
+// within a few slots above the upstream's capacity (its queue stays
+// short), follows a drop of the capacity within seconds, and climbs back
+// when it returns. (The bound Hold grants is the limit's but for the probe
+// windows, TestFlightLawProbe.)
 func TestFlightLawFindsTheKnee(t *testing.T) {
 	p := flightParams{floor: 1, ceiling: 1000, interval: 250_000}
 	st := coldFlight(p, 0)
 	c := 20.0
 	model := func(int) queueModel { return queueModel{c: c, s: 50_000} }
 	var at []int
-	runLaw(&st, p, model, 40, func(i int, st flightState) { at = append(at, st.bound) })
+	runLaw(&st, p, model, 40, func(i int, st flightState) { at = append(at, int(st.limit)) })
 	for i := 20; i < 40; i++ {
 		if at[i] < 15 || at[i] > 25 {
 			t.Errorf("window %d: bound %d, want within 25%% of 20 once settled (%v)", i, at[i], at)
@@ -53,7 +55,7 @@ func TestFlightLawFindsTheKnee(t *testing.T) {
 
 	c = 8
 	at = at[:0]
-	runLaw(&st, p, model, 40, func(i int, st flightState) { at = append(at, st.bound) })
+	runLaw(&st, p, model, 40, func(i int, st flightState) { at = append(at, int(st.limit)) })
 	settled := -1
 	for i := range at {
 		if at[i] >= 6 && at[i] <= 10 && settled < 0 {
@@ -69,7 +71,7 @@ func TestFlightLawFindsTheKnee(t *testing.T) {
 
 	c = 20
 	at = at[:0]
-	runLaw(&st, p, model, 60, func(i int, st flightState) { at = append(at, st.bound) })
+	runLaw(&st, p, model, 60, func(i int, st flightState) { at = append(at, int(st.limit)) })
 	back := -1
 	for i := range at {
 		if at[i] >= 18 && back < 0 {
@@ -153,8 +155,8 @@ func TestFlightLawProbe(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, probes, 3, "probes happen periodically")
-	assert.InDelta(t, 50_000, st.base, 1, "the probe re-measured the baseline")
-	assert.LessOrEqual(t, st.bound, 25, "and the bound followed it down")
+	assert.InDelta(t, 50_000, st.base, 1000, "the probes re-measured the baseline")
+	assert.LessOrEqual(t, int(st.limit), 25, "and the limit followed it down")
 	// Jitter: the gaps between probes differ, within the period ± 25 %.
 	period := float64(flightProbeEvery * p.interval)
 	gaps := map[int64]bool{}

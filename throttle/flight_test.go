@@ -76,10 +76,11 @@ func TestFlightBoundOnBothStores(t *testing.T) {
 			require.ErrorAs(t, err, &le)
 
 			// Window 3: latency doubled, the queue is as long as what is
-			// served: the gradient halves the bound (plus headroom).
+			// served: the gradient's limit is 4·52.5/100 + 0.5 = 2.6, and
+			// the limit moves halfway there, to 3.3.
 			report(20, 100*time.Millisecond)
 			clk.advance(110 * time.Millisecond)
-			assert.Equal(t, 2, report(1, 100*time.Millisecond))
+			assert.Equal(t, 3, report(1, 100*time.Millisecond))
 			st, err = lim.InFlight(ctx, "api", c)
 			require.NoError(t, err)
 			assert.Equal(t, flightGradient, st.Reason)
