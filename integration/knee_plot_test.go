@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 )
@@ -84,5 +85,26 @@ func kneeSVG(series []kneePoint, u *kneeUpstream, end, s time.Duration) string {
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f">fleet's learned in-flight bound (blue; light: as granted, halved in probes) and upstream capacity C (grey)</text>`+"\n", pad, top-8)
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f">latency at the upstream: p99 (red), p50 (orange) per 0.5 s; fleet's window mean (green)</text>`+"\n", pad, mid-8)
 	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+// kneeAnomalies lists the readings where more slots were held than the
+// bound (leases taken before it fell), and when 503s were answered.
+func kneeAnomalies(series []kneePoint, u *kneeUpstream) string {
+	var b strings.Builder
+	for _, p := range series {
+		if p.held > p.bound {
+			fmt.Fprintf(&b, "held>bound at %v: %d>%d; ", p.at, p.held, p.bound)
+		}
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	per := map[int]int{}
+	for _, a := range u.answers {
+		if a.status == http.StatusServiceUnavailable {
+			per[int(a.at.Seconds()*10)]++
+		}
+	}
+	fmt.Fprintf(&b, "\n503 per 100ms: %v", per)
 	return b.String()
 }

@@ -138,6 +138,7 @@ func TestInFlightAutoFindsTheKnee(t *testing.T) {
 	t.Logf("after the drop: within 8±25%% %v later; after the rise: back %v later; phase 3 once back: %.1f/s, p99 %v; %d of %d readings in a probe",
 		settledAt, backAt, p3.okPerS, p3.p99, probes, len(series))
 	t.Logf("%s", kneeASCII(series))
+	t.Logf("%s", kneeAnomalies(series, up))
 	if path := os.Getenv("SLUICE_LATENCY_PLOT"); path != "" {
 		require.NoError(t, os.WriteFile(path, []byte(kneeSVG(series, up, end, s)), 0o644))
 		t.Logf("wrote %s", path)

@@ -35,6 +35,7 @@ type flightBook struct {
 
 type flightPend struct {
 	n, sum, over int64
+	hist         map[int]int64
 	since        time.Time
 	flushing     bool
 	bound        int // the bound last read, 0 if none
@@ -92,16 +93,21 @@ func (l *Limiter) observeFlight(ctx context.Context, h *holdCall, latency time.D
 	if over {
 		p.over++
 	} else {
+		us := int64(latency / time.Microsecond)
 		p.n++
-		p.sum += int64(latency / time.Microsecond)
+		p.sum += us
+		if p.hist == nil {
+			p.hist = make(map[int]int64)
+		}
+		p.hist[latBucket(us)]++
 	}
 	due := !p.flushing && (p.n+p.over >= flightFlushAfter || now.Sub(p.since) >= h.c.interval()/4 || over)
 	if !due {
 		b.mu.Unlock()
 		return
 	}
-	o := flightOp{n: p.n, sum: p.sum, over: p.over}
-	p.n, p.sum, p.over, p.since, p.flushing = 0, 0, 0, now, true
+	o := flightOp{n: p.n, sum: p.sum, over: p.over, hist: p.hist}
+	p.n, p.sum, p.over, p.hist, p.since, p.flushing = 0, 0, 0, nil, now, true
 	b.mu.Unlock()
 
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), adaptCallTimeout)

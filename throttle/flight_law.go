@@ -1,6 +1,9 @@
 package throttle
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // The control law of an automatic in-flight bound (Concurrency.Auto), in
 // pure functions of the fleet's state, one window of samples and now. It is
@@ -15,7 +18,7 @@ const (
 	flightSlow     = "slow-start" // doubling while latency stays at its baseline
 	flightGradient = "gradient"   // limit·(baseline·(1+buffer))/recent + headroom
 	flightOverload = "overload"   // an overload answer (503, 429, timeout): limit·beta
-	flightProbe    = "probe"      // one window at probeDepth of the limit, re-measuring the baseline
+	flightProbe    = "probe"      // two windows at probeDepth of the limit, re-measuring the baseline
 )
 
 // The law's constants (docs/adaptive.md).
@@ -35,14 +38,15 @@ const (
 	// flightBeta is the decrease on a window with overload answers.
 	flightBeta = 0.75
 	// flightProbeDepth is the probe's bound, as a fraction of the limit:
-	// low enough to drain the queue of a limit up to twice the upstream's
-	// capacity, for one window per period: throughput dips by half for
-	// that window at most, about 3 % of the period.
-	flightProbeDepth = 0.5
+	// low enough to drain the queue of a limit up to a third over the
+	// upstream's capacity, for two windows per period (one drains, one
+	// measures): throughput dips by at most a quarter for them, about 3 %
+	// of the period.
+	flightProbeDepth = 0.75
 	// flightProbeCalm postpones a probe while the latency is over the
 	// baseline by this factor: in a transient (the capacity just fell) the
 	// probe would still queue and measure the queue, not the upstream.
-	flightProbeCalm = 1.5
+	flightProbeCalm = 1.25
 	// flightProbeJitter spreads the probes: each comes after the probe
 	// period times 1 ± flightProbeJitter.
 	flightProbeJitter = 0.25
@@ -64,12 +68,12 @@ type flightState struct {
 	limit   float64 // the learned limit, fractional
 	bound   int     // the slots Hold grants now: the limit's, or the probe's
 	base    float64 // baseline latency, µs: the probes' (in slow start, the least window mean)
-	recent  float64 // the latest window's mean latency, µs
+	recent  float64 // the latest window's median latency, µs
 	why     string
 	at      int64 // µs of the last change
 	slow    bool  // in slow start
 	probeAt int64 // µs: when the next probe begins
-	probing bool  // the current window is a probe
+	probing int   // the current window is a probe's: 0 none, 1 its first (draining what the limit let in), 2 its second (measuring)
 	saved   float64
 }
 
@@ -77,6 +81,48 @@ type flightState struct {
 type flightWindow struct {
 	n, sum, over int64 // samples served, their latencies' sum (µs), overload answers
 	start        int64 // µs
+	// hist counts the samples by latency bucket (latBucket): the window's
+	// median, which a few answers held up by a stalled host do not move
+	// as they move the mean.
+	hist map[int]int64
+}
+
+// latStep is the ratio of one latency bucket to the next: 2 %.
+const latStep = 1.02
+
+// latBucket is the bucket of a latency of us µs.
+func latBucket(us int64) int {
+	return int(math.Floor(math.Log(float64(max(us, 1))) / math.Log(latStep)))
+}
+
+// latOf is the latency a bucket stands for, µs: its middle.
+func latOf(b int) float64 { return math.Pow(latStep, float64(b)+0.5) }
+
+// typical is w's median latency, µs, from its buckets; the mean if it has
+// none.
+func (w flightWindow) typical() float64 {
+	total := int64(0)
+	for _, c := range w.hist {
+		total += c
+	}
+	if total == 0 {
+		if w.n == 0 {
+			return 0
+		}
+		return float64(w.sum) / float64(w.n)
+	}
+	bs := make([]int, 0, len(w.hist))
+	for b := range w.hist {
+		bs = append(bs, b)
+	}
+	slices.Sort(bs)
+	seen := int64(0)
+	for _, b := range bs {
+		if seen += w.hist[b]; 2*seen >= total {
+			return latOf(b)
+		}
+	}
+	return latOf(bs[len(bs)-1])
 }
 
 // flightParams are one semaphore's bounds and window.
@@ -109,24 +155,25 @@ func (s *flightState) step(w flightWindow, now int64, p flightParams, jitter flo
 	}
 	var mean float64
 	if w.n > 0 {
-		mean = float64(w.sum) / float64(w.n)
+		mean = w.typical()
 		s.recent = mean
 	}
 	set := func(limit float64, why string) {
 		s.limit, s.why, s.at = clamp(limit), why, now
 	}
 	switch {
-	case s.probing:
-		// The probe's window, with less queued: its mean is the latency
-		// the upstream gives under the conditions of the moment (the
-		// baseline, averaged with the last probes'), and the limit comes
-		// back to where it was.
-		s.probing = false
+	case s.probing == 1:
+		// The probe's first window drains what the limit let in: its
+		// answers waited behind more than the probe lets through.
+		s.probing = 2
+	case s.probing == 2:
+		// The probe's second window, with less queued: its mean is the
+		// latency the upstream gives under the conditions of the moment
+		// (the baseline, averaged with the last probes'), and the limit
+		// comes back to where it was.
+		s.probing = 0
 		if w.n > 0 && w.over == 0 {
 			s.base = (s.base + mean) / 2
-			if s.base == mean/2 {
-				s.base = mean
-			}
 		}
 		set(s.saved, flightProbe)
 		s.probeAt = nextProbe()
@@ -151,12 +198,12 @@ func (s *flightState) step(w flightWindow, now int64, p flightParams, jitter flo
 		g := math.Min(math.Max(s.base*(1+flightBuffer)/mean, flightGradMin), flightGradMax)
 		set(s.limit+flightSmooth*(s.limit*g+flightHeadroom-s.limit), flightGradient)
 		if now >= s.probeAt && mean <= s.base*flightProbeCalm {
-			s.probing, s.saved = true, s.limit
+			s.probing, s.saved = 1, s.limit
 			s.why = flightProbe
 		}
 	}
 	s.bound = int(s.limit)
-	if s.probing {
+	if s.probing > 0 {
 		s.bound = int(math.Max(p.floor, math.Floor(s.limit*flightProbeDepth)))
 	}
 	s.bound = max(s.bound, int(p.floor), 1)

@@ -124,9 +124,9 @@ func TestFlightLawOverload(t *testing.T) {
 	assert.Equal(t, int64(100_000), st.at)
 }
 
-// The baseline is re-measured by a probe: one window at flightProbeDepth
-// of the limit, at the probe period ± jitter, after which the limit comes
-// back. A baseline that went stale (the upstream got faster, or the first
+// The baseline is re-measured by a probe: two windows at flightProbeDepth
+// of the limit (one drains, one measures), at the probe period ± jitter,
+// after which the limit comes back. A baseline that went stale (the upstream got faster, or the first
 // windows queued) is replaced, and throughput never drops below
 // flightProbeDepth of the limit's.
 func TestFlightLawProbe(t *testing.T) {
@@ -143,14 +143,18 @@ func TestFlightLawProbe(t *testing.T) {
 		wasProbing := st.probing
 		before := st.limit
 		st.step(w, now, p, float64(probes%3)/2) // jitter 0, 0.5, 1
-		if st.probing && !wasProbing {
+		if st.probing == 1 && wasProbing == 0 {
 			probes++
 			probeStarts = append(probeStarts, now)
 			assert.GreaterOrEqual(t, float64(st.bound), math.Floor(st.limit*flightProbeDepth), "a bounded probe")
 			assert.InDelta(t, before, st.saved, before) // saved is this window's limit
 		}
-		if wasProbing {
-			assert.False(t, st.probing, "a probe lasts one window")
+		switch wasProbing {
+		case 1:
+			assert.Equal(t, 2, st.probing, "the probe's measuring window follows its draining one")
+			assert.Equal(t, st.saved, st.limit, "the limit is kept")
+		case 2:
+			assert.Equal(t, 0, st.probing, "a probe lasts two windows")
 			assert.Equal(t, st.saved, st.limit, "the limit comes back after the probe")
 		}
 	}
@@ -186,4 +190,23 @@ func TestFlightWindowDue(t *testing.T) {
 	} {
 		assert.Equal(t, tc.due, tc.w.due(tc.now, p), "case %d", i)
 	}
+}
+
+// A window's latency is its median, from its buckets: a few answers held up
+// (a stalled host) do not lower the bound as they would through the mean.
+func TestFlightLawMedian(t *testing.T) {
+	hist := map[int]int64{}
+	for range 95 {
+		hist[latBucket(50_000)]++
+	}
+	for range 5 {
+		hist[latBucket(2_000_000)]++ // 2 s each: the mean is 147.5 ms
+	}
+	w := flightWindow{n: 100, sum: 95*50_000 + 5*2_000_000, hist: hist}
+	assert.InDelta(t, 50_000, w.typical(), 50_000*0.02, "the median, to a bucket")
+	p := flightParams{floor: 1, ceiling: 100, interval: 100_000}
+	st := flightState{limit: 20, bound: 20, base: 50_000, why: flightGradient, probeAt: 1 << 60}
+	st.step(w, 100_000, p, 0.5)
+	assert.GreaterOrEqual(t, st.bound, 20, "no queueing in the median: the bound does not fall")
+	assert.Less(t, math.Abs(latOf(latBucket(123_456))-123_456)/123_456, 0.02, "a bucket is within 2 %")
 }

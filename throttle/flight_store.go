@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // An automatic in-flight bound's state in the store: one hash beside the
@@ -38,9 +39,10 @@ type flightStore interface {
 // flightOp is one report: samples, and what closes and claims a window.
 type flightOp struct {
 	n, sum, over int64
-	interval     int64  // µs
-	token        string // "": do not claim
-	claimTTL     int64  // µs
+	hist         map[int]int64 // the samples by latency bucket
+	interval     int64         // µs
+	token        string        // "": do not claim
+	claimTTL     int64         // µs
 	ttlMillis    int64
 }
 
@@ -67,7 +69,7 @@ func (s flightState) values() []string {
 		return "0"
 	}
 	return []string{f(s.limit), strconv.Itoa(s.bound), f(s.base), f(s.recent), s.why,
-		strconv.FormatInt(s.at, 10), b(s.slow), strconv.FormatInt(s.probeAt, 10), b(s.probing), f(s.saved)}
+		strconv.FormatInt(s.at, 10), b(s.slow), strconv.FormatInt(s.probeAt, 10), strconv.Itoa(s.probing), f(s.saved)}
 }
 
 // parseFlight reads a state from its fields' values; known is false if it
@@ -87,7 +89,7 @@ func parseFlight(vs []any) (st flightState, known bool, err error) {
 		}
 		s[i] = x
 	}
-	var errs [8]error
+	var errs [9]error
 	st.limit, errs[0] = strconv.ParseFloat(s[0], 64)
 	st.bound, errs[1] = strconv.Atoi(s[1])
 	st.base, errs[2] = strconv.ParseFloat(s[2], 64)
@@ -96,7 +98,7 @@ func parseFlight(vs []any) (st flightState, known bool, err error) {
 	st.at, errs[4] = strconv.ParseInt(s[5], 10, 64)
 	st.slow = s[6] == "1"
 	st.probeAt, errs[5] = strconv.ParseInt(s[7], 10, 64)
-	st.probing = s[8] == "1"
+	st.probing, errs[7] = strconv.Atoi(s[8])
 	st.saved, errs[6] = strconv.ParseFloat(s[9], 64)
 	for i, e := range errs {
 		if e != nil {
@@ -107,14 +109,17 @@ func parseFlight(vs []any) (st flightState, known bool, err error) {
 }
 
 func (s *RedisStore) flight(ctx context.Context, prefix, key string, o flightOp) (flightReply, error) {
-	v, err := flightScript.Run(ctx, s.rdb, []string{flightKey(prefix, key), semKey(prefix, key)}, s.now(),
-		o.n, o.sum, o.over, o.interval, o.token, o.claimTTL, o.ttlMillis, flightMinSamples, flightMaxWait).Slice()
+	args := []any{s.now(), o.n, o.sum, o.over, o.interval, o.token, o.claimTTL, o.ttlMillis, flightMinSamples, flightMaxWait}
+	for b, c := range o.hist {
+		args = append(args, b, c)
+	}
+	v, err := flightScript.Run(ctx, s.rdb, []string{flightKey(prefix, key), semKey(prefix, key)}, args...).Slice()
 	if err != nil {
 		return flightReply{}, s.fail("flight", err)
 	}
 	bad := func(e error) (flightReply, error) { return flightReply{}, storeErr("flight", e) }
 	nf := len(flightFields)
-	if len(v) != 3+nf && len(v) != 3+nf+4 {
+	if len(v) != 3+nf && (len(v) < 3+nf+4 || (len(v)-3-nf)%2 != 0) {
 		return bad(fmt.Errorf("bad reply %v", v))
 	}
 	var ints [3]int64
@@ -130,7 +135,7 @@ func (s *RedisStore) flight(ctx context.Context, prefix, key string, o flightOp)
 		return bad(err)
 	}
 	if r.claimed {
-		if len(v) != 3+nf+4 {
+		if len(v) < 3+nf+4 {
 			return bad(fmt.Errorf("claimed without a window: %v", v))
 		}
 		var w [4]int64
@@ -140,7 +145,17 @@ func (s *RedisStore) flight(ctx context.Context, prefix, key string, o flightOp)
 				return bad(fmt.Errorf("window field %d: %v", i, v[3+nf+i]))
 			}
 		}
-		r.win = flightWindow{n: w[0], sum: w[1], over: w[2], start: w[3]}
+		r.win = flightWindow{n: w[0], sum: w[1], over: w[2], start: w[3], hist: make(map[int]int64)}
+		for i := 3 + nf + 4; i+1 < len(v); i += 2 {
+			f, _ := v[i].(string)
+			c, _ := v[i+1].(string)
+			b, err1 := strconv.Atoi(strings.TrimPrefix(f, "h"))
+			n, err2 := strconv.ParseInt(c, 10, 64)
+			if err1 != nil || err2 != nil {
+				return bad(fmt.Errorf("bad bucket %v: %v", v[i], v[i+1]))
+			}
+			r.win.hist[b] = n
+		}
 	}
 	return r, nil
 }
@@ -187,6 +202,12 @@ func (m *memoryStore) flight(_ context.Context, prefix, key string, o flightOp) 
 		}
 		f.win.n += o.n
 		f.win.sum += o.sum
+		for b, c := range o.hist {
+			if f.win.hist == nil {
+				f.win.hist = make(map[int]int64)
+			}
+			f.win.hist[b] += c
+		}
 		f.win.over += o.over
 		if !f.open {
 			f.win.start, f.open = now, true

@@ -20,9 +20,12 @@
 -- ARGV[8]   the hash's TTL, ms
 -- ARGV[9]   the fewest samples that close a due window (flightMinSamples)
 -- ARGV[10]  after how many intervals one sample does (flightMaxWait)
+-- ARGV[11..] pairs of a latency bucket and its samples (latBucket), kept in
+--           the window as fields "h<bucket>"
 --
 -- Reply: {claimed (0|1), held, now, the ten state fields (false if none),
---         and if claimed the window taken: wn, wsum, wover, wstart}
+--         and if claimed the window taken: wn, wsum, wover, wstart, then
+--         its buckets as field, count pairs}
 -- A claim takes the window: the next one starts at now, empty.
 
 local n, sum, over = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -34,6 +37,9 @@ if n > 0 or over > 0 then
   redis.call("HINCRBY", k, "wsum", sum)
   redis.call("HINCRBY", k, "wover", over)
   redis.call("HSETNX", k, "wstart", now)
+  for i = 11, #ARGV, 2 do
+    redis.call("HINCRBY", k, "h" .. ARGV[i], ARGV[i + 1])
+  end
   redis.call("PEXPIRE", k, ARGV[8])
 end
 
@@ -57,4 +63,14 @@ reply[#reply + 1] = w[1]
 reply[#reply + 1] = w[2]
 reply[#reply + 1] = w[3]
 reply[#reply + 1] = w[4]
+local all = redis.call("HGETALL", k)
+local gone = {}
+for i = 1, #all, 2 do
+  if string.sub(all[i], 1, 1) == "h" then
+    reply[#reply + 1] = all[i]
+    reply[#reply + 1] = all[i + 1]
+    gone[#gone + 1] = all[i]
+  end
+end
+if #gone > 0 then redis.call("HDEL", k, unpack(gone)) end
 return reply
