@@ -61,6 +61,9 @@ const (
 	// interval has passed; after flightMaxWait intervals one sample does.
 	flightMinSamples = 8
 	flightMaxWait    = 8
+	// flightTrim is the share of a window's samples its latency is the
+	// mean of: the fastest 95 %.
+	flightTrim = 0.95
 )
 
 // flightState is an automatic in-flight bound as the fleet keeps it.
@@ -81,9 +84,8 @@ type flightState struct {
 type flightWindow struct {
 	n, sum, over int64 // samples served, their latencies' sum (µs), overload answers
 	start        int64 // µs
-	// hist counts the samples by latency bucket (latBucket): the window's
-	// median, which a few answers held up by a stalled host do not move
-	// as they move the mean.
+	held         int64 // leases held when it closed: a bound not used is not raised
+	// hist counts the samples by latency bucket (latBucket), for typical.
 	hist map[int]int64
 }
 
@@ -98,8 +100,11 @@ func latBucket(us int64) int {
 // latOf is the latency a bucket stands for, µs: its middle.
 func latOf(b int) float64 { return math.Pow(latStep, float64(b)+0.5) }
 
-// typical is w's median latency, µs, from its buckets; the mean if it has
-// none.
+// typical is w's latency, µs: the mean of its fastest flightTrim of
+// samples, from its buckets (the mean if it has none). The mean follows
+// the queue as Little's law says (a median would not move until half the
+// requests queue), and leaving out the slowest few keeps a stalled host's
+// answers from pulling the bound down.
 func (w flightWindow) typical() float64 {
 	total := int64(0)
 	for _, c := range w.hist {
@@ -116,13 +121,17 @@ func (w flightWindow) typical() float64 {
 		bs = append(bs, b)
 	}
 	slices.Sort(bs)
-	seen := int64(0)
+	keep := max(1, int64(math.Ceil(float64(total)*flightTrim)))
+	n, sum := int64(0), 0.0
 	for _, b := range bs {
-		if seen += w.hist[b]; 2*seen >= total {
-			return latOf(b)
+		c := min(w.hist[b], keep-n)
+		n += c
+		sum += float64(c) * latOf(b)
+		if n == keep {
+			break
 		}
 	}
-	return latOf(bs[len(bs)-1])
+	return sum / float64(n)
 }
 
 // flightParams are one semaphore's bounds and window.
@@ -187,16 +196,28 @@ func (s *flightState) step(w flightWindow, now int64, p flightParams, jitter flo
 		s.probeAt = nextProbe()
 		set(s.limit, s.why)
 	default:
+		// A bound the fleet did not fill when the window closed says
+		// nothing of a larger one: it may fall, not rise (as TCP does not
+		// grow a window it does not use). The report that closes a window
+		// comes from a release, whose slot a waiter has yet to take: an
+		// eighth (at least one) short of the bound is full.
+		used := float64(w.held) >= float64(s.bound)*7/8-1
 		if s.slow {
 			if mean <= s.base*(1+flightSlowExit) {
 				s.base = math.Min(s.base, mean)
-				set(s.limit*2, flightSlow)
+				if used {
+					set(s.limit*2, flightSlow)
+				}
 				break
 			}
 			s.slow = false
 		}
 		g := math.Min(math.Max(s.base*(1+flightBuffer)/mean, flightGradMin), flightGradMax)
-		set(s.limit+flightSmooth*(s.limit*g+flightHeadroom-s.limit), flightGradient)
+		next := s.limit + flightSmooth*(s.limit*g+flightHeadroom-s.limit)
+		if next > s.limit && !used {
+			next = s.limit
+		}
+		set(next, flightGradient)
 		if now >= s.probeAt && mean <= s.base*flightProbeCalm {
 			s.probing, s.saved = 1, s.limit
 			s.why = flightProbe

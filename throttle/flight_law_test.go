@@ -18,7 +18,7 @@ func (q queueModel) window(bound int, start, interval int64) flightWindow {
 	inFlight := float64(bound)
 	lat := q.s * math.Max(1, inFlight/q.c)
 	n := int64(math.Min(inFlight, q.c) / q.s * float64(interval))
-	return flightWindow{n: n, sum: int64(lat * float64(n)), start: start}
+	return flightWindow{n: n, sum: int64(lat * float64(n)), start: start, held: int64(bound)}
 }
 
 // runLaw steps the law over windows of the model from st, calling each
@@ -192,8 +192,9 @@ func TestFlightWindowDue(t *testing.T) {
 	}
 }
 
-// A window's latency is its median, from its buckets: a few answers held up
-// (a stalled host) do not lower the bound as they would through the mean.
+// A window's latency is the mean of its fastest 95 %, from its buckets: a
+// few answers held up (a stalled host) do not lower the bound as they
+// would through the mean.
 func TestFlightLawMedian(t *testing.T) {
 	hist := map[int]int64{}
 	for range 95 {
@@ -203,10 +204,25 @@ func TestFlightLawMedian(t *testing.T) {
 		hist[latBucket(2_000_000)]++ // 2 s each: the mean is 147.5 ms
 	}
 	w := flightWindow{n: 100, sum: 95*50_000 + 5*2_000_000, hist: hist}
-	assert.InDelta(t, 50_000, w.typical(), 50_000*0.02, "the median, to a bucket")
+	assert.InDelta(t, 50_000, w.typical(), 50_000*0.02, "the stalled 5 %% left out, to a bucket")
 	p := flightParams{floor: 1, ceiling: 100, interval: 100_000}
 	st := flightState{limit: 20, bound: 20, base: 50_000, why: flightGradient, probeAt: 1 << 60}
+	w.held = 20
 	st.step(w, 100_000, p, 0.5)
 	assert.GreaterOrEqual(t, st.bound, 20, "no queueing in the median: the bound does not fall")
 	assert.Less(t, math.Abs(latOf(latBucket(123_456))-123_456)/123_456, 0.02, "a bucket is within 2 %")
+}
+
+// A bound the fleet does not fill is not raised: with 3 of 20 slots held,
+// windows without queueing leave it where it is, in slow start or not;
+// queueing still lowers it.
+func TestFlightLawUnusedBound(t *testing.T) {
+	p := flightParams{floor: 1, ceiling: 100, interval: 100_000}
+	for _, slow := range []bool{true, false} {
+		st := flightState{limit: 20, bound: 20, base: 50_000, why: flightGradient, slow: slow, probeAt: 1 << 60}
+		st.step(flightWindow{n: 30, sum: 30 * 50_000, held: 3}, 100_000, p, 0.5)
+		assert.Equal(t, 20, st.bound, "slow start %v: not raised", slow)
+		st.step(flightWindow{n: 30, sum: 30 * 100_000, held: 3}, 200_000, p, 0.5)
+		assert.Less(t, st.bound, 20, "slow start %v: lowered by queueing", slow)
+	}
 }

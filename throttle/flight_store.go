@@ -145,7 +145,7 @@ func (s *RedisStore) flight(ctx context.Context, prefix, key string, o flightOp)
 				return bad(fmt.Errorf("window field %d: %v", i, v[3+nf+i]))
 			}
 		}
-		r.win = flightWindow{n: w[0], sum: w[1], over: w[2], start: w[3], hist: make(map[int]int64)}
+		r.win = flightWindow{n: w[0], sum: w[1], over: w[2], start: w[3], held: int64(r.held), hist: make(map[int]int64)}
 		for i := 3 + nf + 4; i+1 < len(v); i += 2 {
 			f, _ := v[i].(string)
 			c, _ := v[i+1].(string)
@@ -225,6 +225,7 @@ func (m *memoryStore) flight(_ context.Context, prefix, key string, o flightOp) 
 		return r, nil
 	}
 	r.claimed, r.win = true, f.win
+	r.win.held = int64(r.held)
 	f.tok, f.claimAt = o.token, now
 	f.win = flightWindow{start: now}
 	return r, nil
@@ -239,11 +240,11 @@ func (m *memoryStore) flightCommit(_ context.Context, prefix, key, token string,
 		m.mu.Unlock()
 		return false, nil
 	}
-	rose := st.bound > f.st.bound
+	rose := min(st.bound-f.st.bound, 1000)
 	f.st, f.known, f.tok = st, true, ""
 	f.exp = m.nowMicros() + ttlMillis*1000
 	m.mu.Unlock()
-	if rose {
+	for range rose {
 		m.sems.room.notify(name)
 	}
 	return true, nil

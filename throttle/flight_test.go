@@ -201,11 +201,18 @@ func TestFlightLeasesReport(t *testing.T) {
 		if st.Bound >= 8 {
 			break
 		}
-		l, err := lim.Hold(ctx, "r", c)
-		require.NoError(t, err)
-		l.Observe(5*time.Millisecond, false)
-		require.NoError(t, l.Release(ctx))
+		// Fill the bound, as a busy fleet does, then release it all.
+		var ls []*Lease
+		for range st.Bound {
+			l, err := lim.TryHold(ctx, "r", c)
+			require.NoError(t, err)
+			ls = append(ls, l)
+		}
 		time.Sleep(time.Millisecond)
+		for _, l := range ls {
+			l.Observe(5*time.Millisecond, false)
+			require.NoError(t, l.Release(ctx))
+		}
 	}
 	st, err := lim.InFlight(ctx, "r", c)
 	require.NoError(t, err)

@@ -6,7 +6,8 @@
 -- ARGV[2]   the claim token flight.lua was given
 -- ARGV[3]   the hash's TTL, ms
 -- ARGV[4]   the semaphore's pub/sub channel (release.lua's): a bound that
---           rose wakes a waiting Hold in each process, as a release does
+--           rose by k wakes k waiting Holds in each process (at most 1000),
+--           as k releases do
 -- ARGV[5..] the state's fields and values (flightState)
 --
 -- Reply: 1 if written; 0 if the claim was taken over (it outlived its
@@ -25,5 +26,5 @@ end
 redis.call("HDEL", k, "ctok", "cat")
 redis.call("HSET", k, unpack(kv))
 redis.call("PEXPIRE", k, ARGV[3])
-if bound > before then redis.call("PUBLISH", ARGV[4], "1") end
+for _ = 1, math.min(bound - before, 1000) do redis.call("PUBLISH", ARGV[4], "1") end
 return 1
