@@ -213,7 +213,13 @@ func (s *flightState) step(w flightWindow, now int64, p flightParams, jitter flo
 			s.slow = false
 		}
 		g := math.Min(math.Max(s.base*(1+flightBuffer)/mean, flightGradMin), flightGradMax)
-		next := s.limit + flightSmooth*(s.limit*g+flightHeadroom-s.limit)
+		// Under the tolerance nothing queues: room to climb, by the square
+		// root of the limit (Envoy's headroom); over it, half a slot.
+		head := flightHeadroom
+		if mean <= s.base*(1+flightBuffer) {
+			head = math.Max(head, math.Sqrt(s.limit)/2)
+		}
+		next := s.limit + flightSmooth*(s.limit*g+head-s.limit)
 		if next > s.limit && !used {
 			next = s.limit
 		}
