@@ -40,7 +40,7 @@ const (
 	// flightProbeDepth is the probe's bound, as a fraction of the limit:
 	// low enough to drain the queue of a limit up to a third over the
 	// upstream's capacity, for two windows per period (one drains, one
-	// measures): throughput dips by at most a quarter for them, about 3 %
+	// measures): throughput dips by at most a quarter for them, about 1.5 %
 	// of the period.
 	flightProbeDepth = 0.75
 	// flightProbeCalm postpones a probe while the latency is over the
@@ -53,7 +53,7 @@ const (
 	// flightProbeEvery is the probe period, in windows: often enough that
 	// the baseline follows the conditions of the moment (a busy host adds
 	// to every latency).
-	flightProbeEvery = 16
+	flightProbeEvery = 32
 	// flightSmooth is how far one window moves the limit toward the
 	// gradient's: a window's noise moves it by half.
 	flightSmooth = 0.5
@@ -62,8 +62,8 @@ const (
 	flightMinSamples = 8
 	flightMaxWait    = 8
 	// flightTrim is the share of a window's samples its latency is the
-	// mean of: the fastest 95 %.
-	flightTrim = 0.95
+	// mean of: the fastest 99 %.
+	flightTrim = 0.99
 )
 
 // flightState is an automatic in-flight bound as the fleet keeps it.
