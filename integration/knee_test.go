@@ -23,6 +23,13 @@ type kneeUpstream struct {
 	waiting []chan struct{} // FIFO
 	answers []kneeAnswer
 	start   time.Time
+
+	// refuse, if positive, answers that many requests 429 with
+	// Retry-After: 1 (an upstream's rate refusal), once served passes.
+	refuse, served int
+	// in and most count each bucket's requests in it (?b=…) now, and the
+	// most at once since most was last cleared.
+	in, most map[string]int
 }
 
 type kneeAnswer struct {
@@ -58,7 +65,26 @@ func (u *kneeUpstream) admit() {
 
 func (u *kneeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
+	b := r.URL.Query().Get("b")
 	u.mu.Lock()
+	if u.in == nil {
+		u.in, u.most = map[string]int{}, map[string]int{}
+	}
+	if u.refuse > 0 && u.served > 0 {
+		u.refuse--
+		u.record(arrived, http.StatusTooManyRequests)
+		u.mu.Unlock()
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusTooManyRequests)
+		return
+	}
+	u.in[b]++
+	u.most[b] = max(u.most[b], u.in[b])
+	defer func() {
+		u.mu.Lock()
+		u.in[b]--
+		u.mu.Unlock()
+	}()
 	if u.active < u.c && len(u.waiting) == 0 {
 		u.active++
 		u.mu.Unlock()
@@ -77,6 +103,7 @@ func (u *kneeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.mu.Lock()
 	u.active--
 	u.admit()
+	u.served++
 	u.record(arrived, http.StatusOK)
 	u.mu.Unlock()
 	w.WriteHeader(http.StatusOK)
@@ -130,4 +157,27 @@ func figuresOf(as []kneeAnswer, over time.Duration) kneeFigures {
 		f.p99 = lat[min(len(lat)-1, len(lat)*99/100)]
 	}
 	return f
+}
+
+// mostAndClear returns the most requests of each bucket in it at once
+// since the last call, and starts counting again.
+func (u *kneeUpstream) mostAndClear() map[string]int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := u.most
+	u.most = map[string]int{}
+	return out
+}
+
+// count returns how many answers had status.
+func (u *kneeUpstream) count(status int) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := 0
+	for _, a := range u.answers {
+		if a.status == status {
+			n++
+		}
+	}
+	return n
 }

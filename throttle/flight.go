@@ -133,6 +133,7 @@ func (l *Limiter) reportFlight(ctx context.Context, key string, c Concurrency, o
 	o.token = newLeaseID()
 	o.claimTTL = int64(max(4*iv, flightMinClaim) / time.Microsecond)
 	o.ttlMillis = adaptTTL.Milliseconds()
+	o.minSamples = minSamples(l.flights.lastBound(key, c.floor()))
 	r, err := fs.flight(ctx, l.cfg.prefix, key, o)
 	if err != nil {
 		return 0, err

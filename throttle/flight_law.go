@@ -58,7 +58,9 @@ const (
 	// gradient's: a window's noise moves it by half.
 	flightSmooth = 0.5
 	// flightMinSamples is the fewest samples that close a window once its
-	// interval has passed; after flightMaxWait intervals one sample does.
+	// interval has passed, or twice the bound if that is fewer (a bound of
+	// 1 in slow start would wait 8 answers per window); after
+	// flightMaxWait intervals one sample does.
 	flightMinSamples = 8
 	flightMaxWait    = 8
 	// flightTrim is the share of a window's samples its latency is the
@@ -138,7 +140,11 @@ func (w flightWindow) typical() float64 {
 type flightParams struct {
 	floor, ceiling float64
 	interval       int64 // µs
+	minSamples     int64 // that close a window: minSamples(bound)
 }
+
+// minSamples is the fewest samples that close a window of a bound.
+func minSamples(bound int) int64 { return int64(min(flightMinSamples, max(2, 2*bound))) }
 
 // coldFlight is the state of a bound no window has moved: at the floor, in
 // slow start.
@@ -149,7 +155,7 @@ func coldFlight(p flightParams, now int64) flightState {
 // due reports whether w closes at now.
 func (w flightWindow) due(now int64, p flightParams) bool {
 	age := now - w.start
-	return (age >= p.interval && (w.n >= flightMinSamples || w.over > 0)) ||
+	return (age >= p.interval && (w.n >= p.minSamples || w.over > 0)) ||
 		(age >= flightMaxWait*p.interval && w.n > 0)
 }
 

@@ -175,7 +175,7 @@ func TestFlightLawProbe(t *testing.T) {
 // Windows close when their interval has passed with enough samples, or
 // much later with any.
 func TestFlightWindowDue(t *testing.T) {
-	p := flightParams{interval: 1000}
+	p := flightParams{interval: 1000, minSamples: flightMinSamples}
 	for i, tc := range []struct {
 		w   flightWindow
 		now int64
@@ -190,6 +190,12 @@ func TestFlightWindowDue(t *testing.T) {
 	} {
 		assert.Equal(t, tc.due, tc.w.due(tc.now, p), "case %d", i)
 	}
+	// A bound of 1 closes its windows on 2 samples, one of 3 on 6.
+	assert.Equal(t, int64(2), minSamples(1))
+	assert.Equal(t, int64(6), minSamples(3))
+	assert.Equal(t, int64(flightMinSamples), minSamples(50))
+	p.minSamples = minSamples(1)
+	assert.True(t, flightWindow{n: 2}.due(1000, p), "bound 1: two samples")
 }
 
 // A window's latency is the mean of its fastest 99 %, from its buckets: a

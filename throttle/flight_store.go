@@ -41,6 +41,7 @@ type flightOp struct {
 	n, sum, over int64
 	hist         map[int]int64 // the samples by latency bucket
 	interval     int64         // µs
+	minSamples   int64         // that close a due window
 	token        string        // "": do not claim
 	claimTTL     int64         // µs
 	ttlMillis    int64
@@ -109,7 +110,7 @@ func parseFlight(vs []any) (st flightState, known bool, err error) {
 }
 
 func (s *RedisStore) flight(ctx context.Context, prefix, key string, o flightOp) (flightReply, error) {
-	args := []any{s.now(), o.n, o.sum, o.over, o.interval, o.token, o.claimTTL, o.ttlMillis, flightMinSamples, flightMaxWait}
+	args := []any{s.now(), o.n, o.sum, o.over, o.interval, o.token, o.claimTTL, o.ttlMillis, o.minSamples, flightMaxWait}
 	for b, c := range o.hist {
 		args = append(args, b, c)
 	}
@@ -220,7 +221,7 @@ func (m *memoryStore) flight(_ context.Context, prefix, key string, o flightOp) 
 		return r, nil
 	}
 	r.st, r.known = f.st, f.known
-	if o.token == "" || !f.open || !f.win.due(now, flightParams{interval: o.interval}) ||
+	if o.token == "" || !f.open || !f.win.due(now, flightParams{interval: o.interval, minSamples: o.minSamples}) ||
 		(f.tok != "" && now-f.claimAt < o.claimTTL) {
 		return r, nil
 	}

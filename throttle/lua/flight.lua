@@ -18,7 +18,7 @@
 -- ARGV[6]   a claim token, or "" to report (or read) without claiming
 -- ARGV[7]   how long a claim stands, µs: a claimant that died is replaced after it
 -- ARGV[8]   the hash's TTL, ms
--- ARGV[9]   the fewest samples that close a due window (flightMinSamples)
+-- ARGV[9]   the fewest samples that close a due window (minSamples)
 -- ARGV[10]  after how many intervals one sample does (flightMaxWait)
 -- ARGV[11..] pairs of a latency bucket and its samples (latBucket), kept in
 --           the window as fields "h<bucket>"
