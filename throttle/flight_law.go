@@ -28,6 +28,11 @@ const (
 	// plus flightHeadroom.
 	flightBuffer   = 0.05
 	flightHeadroom = 0.5
+	// flightBaseRise is the most one probe raises the baseline.
+	flightBaseRise = 0.1
+	// flightDeadBand: between flightBuffer and it over the baseline the
+	// limit holds: a queue of a few, or a host's noise, moves nothing.
+	flightDeadBand = 0.15
 	// flightSlowExit ends slow start: a window this much over the baseline
 	// (more than flightBuffer, so that jitter alone does not end it).
 	flightSlowExit = 0.2
@@ -159,6 +164,19 @@ func (w flightWindow) due(now int64, p flightParams) bool {
 		(age >= flightMaxWait*p.interval && w.n > 0)
 }
 
+// probeBase is the baseline after a probe measured m: m if lower (the
+// upstream got faster, or the baseline was taken in a queue); else the
+// average, but at most flightBaseRise over the last one, since a probe
+// that measured much more was most likely disturbed (the upstream's
+// capacity fell while it ran: the queue it measured is the one the bound
+// must drain, not the upstream's own latency).
+func probeBase(base, m float64) float64 {
+	if m <= base || base == 0 {
+		return m
+	}
+	return math.Min((base+m)/2, base*(1+flightBaseRise))
+}
+
 // step moves s by window w, closed at now; jitter, from 0 to 1, places the
 // next probe. The bound never leaves [floor, ceiling].
 func (s *flightState) step(w flightWindow, now int64, p flightParams, jitter float64) {
@@ -182,13 +200,12 @@ func (s *flightState) step(w flightWindow, now int64, p flightParams, jitter flo
 		// answers waited behind more than the probe lets through.
 		s.probing = 2
 	case s.probing == 2:
-		// The probe's second window, with less queued: its mean is the
-		// latency the upstream gives under the conditions of the moment
-		// (the baseline, averaged with the last probes'), and the limit
-		// comes back to where it was.
+		// The probe's second window, with less queued: its latency is the
+		// upstream's under the conditions of the moment (the baseline,
+		// probeBase), and the limit comes back to where it was.
 		s.probing = 0
 		if w.n > 0 && w.over == 0 {
-			s.base = (s.base + mean) / 2
+			s.base = probeBase(s.base, mean)
 		}
 		set(s.saved, flightProbe)
 		s.probeAt = nextProbe()
@@ -228,6 +245,9 @@ func (s *flightState) step(w flightWindow, now int64, p flightParams, jitter flo
 		next := s.limit + flightSmooth*(s.limit*g+head-s.limit)
 		if next > s.limit && !used {
 			next = s.limit
+		}
+		if mean > s.base*(1+flightBuffer) && mean <= s.base*(1+flightDeadBand) {
+			next = s.limit // a short queue, or noise: hold
 		}
 		set(next, flightGradient)
 		if now >= s.probeAt && mean <= s.base*flightProbeCalm {

@@ -232,3 +232,12 @@ func TestFlightLawUnusedBound(t *testing.T) {
 		assert.Less(t, st.bound, 20, "slow start %v: lowered by queueing", slow)
 	}
 }
+
+// A probe lowers the baseline to what it measured, and raises it by at most
+// 10 %: a probe the capacity's fall disturbed does not double it.
+func TestFlightProbeBase(t *testing.T) {
+	assert.Equal(t, 40_000.0, probeBase(50_000, 40_000))
+	assert.Equal(t, 52_000.0, probeBase(50_000, 54_000), "the average")
+	assert.InDelta(t, 55_000.0, probeBase(50_000, 100_000), 1e-6, "at most 10 %% more")
+	assert.Equal(t, 70_000.0, probeBase(0, 70_000), "the first")
+}
