@@ -11,7 +11,7 @@ import (
 // bound as '#', the upstream's capacity C as '|'.
 func kneeASCII(series []kneePoint) string {
 	var b strings.Builder
-	b.WriteString("\n  t   C  bound  held  recent  (# bound, | capacity)\n")
+	b.WriteString("\n  t   C  bound  held  recent  baseline  why         (# bound, | capacity)\n")
 	next := time.Duration(0)
 	for _, p := range series {
 		if p.at < next {
@@ -25,7 +25,7 @@ func kneeASCII(series []kneePoint) string {
 		if p.c <= 40 {
 			row[p.c] = '|'
 		}
-		fmt.Fprintf(&b, "%3.0fs %3d  %5d  %4d  %5.0fms %s\n", p.at.Seconds(), p.c, p.limit, p.held, float64(p.recent)/1e6, row)
+		fmt.Fprintf(&b, "%3.0fs %3d  %5d  %4d  %5.0fms  %6.1fms  %-10s  %s\n", p.at.Seconds(), p.c, p.limit, p.held, float64(p.recent)/1e6, float64(p.base)/1e6, p.why, row)
 	}
 	return b.String()
 }

@@ -87,7 +87,7 @@ func TestInFlightAutoFindsTheKnee(t *testing.T) {
 				continue
 			}
 			series = append(series, kneePoint{at: time.Since(begin), limit: int(st.Rate), bound: st.Bound, held: st.Held,
-				recent: st.Recent, base: st.Baseline, c: up.capacity(), probe: st.Reason == "probe"})
+				recent: st.Recent, base: st.Baseline, c: up.capacity(), probe: st.Reason == "probe", why: st.Reason})
 		}
 	}
 	sample(phases[0])
@@ -155,6 +155,7 @@ type kneePoint struct {
 	recent, base       time.Duration
 	c                  int
 	probe              bool
+	why                string
 }
 
 // settleTime is how long after from the learned bound first met ok and then kept
