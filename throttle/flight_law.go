@@ -85,6 +85,7 @@ type flightState struct {
 	probeAt int64 // µs: when the next probe begins
 	probing int   // the current window is a probe's: 0 none, 1 its first (draining what the limit let in), 2 its second (measuring)
 	saved   float64
+	high    int // windows in a row over the dead band: one alone (a host's stall) lowers nothing
 }
 
 // flightWindow is a window of samples, summed over the fleet.
@@ -246,8 +247,20 @@ func (s *flightState) step(w flightWindow, now int64, p flightParams, jitter flo
 		if next > s.limit && !used {
 			next = s.limit
 		}
-		if mean > s.base*(1+flightBuffer) && mean <= s.base*(1+flightDeadBand) {
+		switch over := mean > s.base*(1+flightDeadBand); {
+		case mean > s.base*(1+flightBuffer) && !over:
 			next = s.limit // a short queue, or noise: hold
+			s.high = 0
+		case over && s.high == 0 && mean <= s.base*flightProbeCalm:
+			// One window over the band: a queue that lasts shows again in
+			// the next; a host's stall does not. (A jump over the calm
+			// factor, the capacity falling, is followed at once.)
+			next = s.limit
+			s.high = 1
+		case over:
+			s.high++
+		default:
+			s.high = 0
 		}
 		set(next, flightGradient)
 		if now >= s.probeAt && mean <= s.base*flightProbeCalm {

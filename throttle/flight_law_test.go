@@ -241,3 +241,20 @@ func TestFlightProbeBase(t *testing.T) {
 	assert.InDelta(t, 55_000.0, probeBase(50_000, 100_000), 1e-6, "at most 10 %% more")
 	assert.Equal(t, 70_000.0, probeBase(0, 70_000), "the first")
 }
+
+// One window over the dead band (a host's stall) lowers nothing; a second
+// in a row does, and a jump past the calm factor (the capacity fell) is
+// followed at once.
+func TestFlightLawOneStall(t *testing.T) {
+	p := flightParams{floor: 1, ceiling: 100, interval: 100_000}
+	st := flightState{limit: 20, bound: 20, base: 50_000, why: flightGradient, probeAt: 1 << 60}
+	slow := flightWindow{n: 40, sum: 40 * 60_000, held: 20} // 1.2 × the baseline
+	st.step(slow, 100_000, p, 0.5)
+	assert.Equal(t, 20, st.bound, "one window over the band")
+	st.step(slow, 200_000, p, 0.5)
+	assert.Less(t, st.bound, 20, "two in a row")
+
+	st = flightState{limit: 20, bound: 20, base: 50_000, why: flightGradient, probeAt: 1 << 60}
+	st.step(flightWindow{n: 40, sum: 40 * 125_000, held: 20}, 100_000, p, 0.5)
+	assert.Less(t, st.bound, 20, "2.5 × the baseline: at once")
+}

@@ -58,7 +58,7 @@ type flightReply struct {
 }
 
 // flightFields are the state's hash fields, in flight.lua's order.
-var flightFields = [...]string{"limit", "bound", "base", "recent", "why", "at", "slow", "probeat", "probing", "saved"}
+var flightFields = [...]string{"limit", "bound", "base", "recent", "why", "at", "slow", "probeat", "probing", "saved", "high"}
 
 // values are s's fields' values, in flightFields' order.
 func (s flightState) values() []string {
@@ -70,7 +70,7 @@ func (s flightState) values() []string {
 		return "0"
 	}
 	return []string{f(s.limit), strconv.Itoa(s.bound), f(s.base), f(s.recent), s.why,
-		strconv.FormatInt(s.at, 10), b(s.slow), strconv.FormatInt(s.probeAt, 10), strconv.Itoa(s.probing), f(s.saved)}
+		strconv.FormatInt(s.at, 10), b(s.slow), strconv.FormatInt(s.probeAt, 10), strconv.Itoa(s.probing), f(s.saved), strconv.Itoa(s.high)}
 }
 
 // parseFlight reads a state from its fields' values; known is false if it
@@ -90,7 +90,7 @@ func parseFlight(vs []any) (st flightState, known bool, err error) {
 		}
 		s[i] = x
 	}
-	var errs [9]error
+	var errs [10]error
 	st.limit, errs[0] = strconv.ParseFloat(s[0], 64)
 	st.bound, errs[1] = strconv.Atoi(s[1])
 	st.base, errs[2] = strconv.ParseFloat(s[2], 64)
@@ -101,6 +101,7 @@ func parseFlight(vs []any) (st flightState, known bool, err error) {
 	st.probeAt, errs[5] = strconv.ParseInt(s[7], 10, 64)
 	st.probing, errs[7] = strconv.Atoi(s[8])
 	st.saved, errs[6] = strconv.ParseFloat(s[9], 64)
+	st.high, errs[8] = strconv.Atoi(s[10])
 	for i, e := range errs {
 		if e != nil {
 			return st, false, fmt.Errorf("state field %d: %w", i, e)
@@ -150,7 +151,7 @@ func (s *RedisStore) flight(ctx context.Context, prefix, key string, o flightOp)
 		for i := 3 + nf + 4; i+1 < len(v); i += 2 {
 			f, _ := v[i].(string)
 			c, _ := v[i+1].(string)
-			b, err1 := strconv.Atoi(strings.TrimPrefix(f, "h"))
+			b, err1 := strconv.Atoi(strings.TrimPrefix(f, "h:"))
 			n, err2 := strconv.ParseInt(c, 10, 64)
 			if err1 != nil || err2 != nil {
 				return bad(fmt.Errorf("bad bucket %v: %v", v[i], v[i+1]))

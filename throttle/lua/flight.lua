@@ -5,7 +5,7 @@
 --
 -- The bound's hash, beside the semaphore in its Cluster slot, holds the
 -- law's state (limit, bound, base, recent, why, at, slow, probeat, probing,
--- saved: see flightState), the fleet's open window (wn, wsum, wover, wstart)
+-- saved, high: see flightState), the fleet's open window (wn, wsum, wover, wstart)
 -- and the claim (ctok, cat). Its TTL is ARGV[8] from the latest report.
 --
 -- KEYS[1]   the bound's hash
@@ -21,9 +21,9 @@
 -- ARGV[9]   the fewest samples that close a due window (minSamples)
 -- ARGV[10]  after how many intervals one sample does (flightMaxWait)
 -- ARGV[11..] pairs of a latency bucket and its samples (latBucket), kept in
---           the window as fields "h<bucket>"
+--           the window as fields "h:<bucket>"
 --
--- Reply: {claimed (0|1), held, now, the ten state fields (false if none),
+-- Reply: {claimed (0|1), held, now, the eleven state fields (false if none),
 --         and if claimed the window taken: wn, wsum, wover, wstart, then
 --         its buckets as field, count pairs}
 -- A claim takes the window: the next one starts at now, empty.
@@ -38,13 +38,13 @@ if n > 0 or over > 0 then
   redis.call("HINCRBY", k, "wover", over)
   redis.call("HSETNX", k, "wstart", now)
   for i = 11, #ARGV, 2 do
-    redis.call("HINCRBY", k, "h" .. ARGV[i], ARGV[i + 1])
+    redis.call("HINCRBY", k, "h:" .. ARGV[i], ARGV[i + 1])
   end
   redis.call("PEXPIRE", k, ARGV[8])
 end
 
 local held = redis.call("ZCOUNT", KEYS[2], "(" .. now, "+inf")
-local st = redis.call("HMGET", k, "limit", "bound", "base", "recent", "why", "at", "slow", "probeat", "probing", "saved")
+local st = redis.call("HMGET", k, "limit", "bound", "base", "recent", "why", "at", "slow", "probeat", "probing", "saved", "high")
 local reply = {0, held, now}
 for i = 1, #st do reply[#reply + 1] = st[i] end
 
@@ -66,7 +66,7 @@ reply[#reply + 1] = w[4]
 local all = redis.call("HGETALL", k)
 local gone = {}
 for i = 1, #all, 2 do
-  if string.sub(all[i], 1, 1) == "h" then
+  if string.sub(all[i], 1, 2) == "h:" then
     reply[#reply + 1] = all[i]
     reply[#reply + 1] = all[i + 1]
     gone[#gone + 1] = all[i]
