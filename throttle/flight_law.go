@@ -31,7 +31,8 @@ const (
 	// flightBaseRise is the most one probe raises the baseline.
 	flightBaseRise = 0.1
 	// flightDeadBand: between flightBuffer and it over the baseline the
-	// limit holds: a queue of a few, or a host's noise, moves nothing.
+	// limit only creeps up: a queue of a few, or a host's noise, moves
+	// little.
 	flightDeadBand = 0.15
 	// flightSlowExit ends slow start: a window this much over the baseline
 	// (more than flightBuffer, so that jitter alone does not end it).
@@ -229,9 +230,14 @@ func (s *flightState) step(w flightWindow, now int64, p flightParams, jitter flo
 		if s.slow {
 			if mean <= s.base*(1+flightSlowExit) {
 				s.base = math.Min(s.base, mean)
+				s.high = 0
 				if used {
 					set(s.limit*2, flightSlow)
 				}
+				break
+			}
+			if s.high == 0 && mean <= s.base*2 {
+				s.high = 1 // one slow window (a host's stall) does not end slow start
 				break
 			}
 			s.slow = false
@@ -249,7 +255,12 @@ func (s *flightState) step(w flightWindow, now int64, p flightParams, jitter flo
 		}
 		switch over := mean > s.base*(1+flightDeadBand); {
 		case mean > s.base*(1+flightBuffer) && !over:
-			next = s.limit // a short queue, or noise: hold
+			// A short queue, or noise: creep up by a quarter slot, so that
+			// a bound below the knee on a noisy host still finds it.
+			next = s.limit
+			if used {
+				next += flightSmooth * flightHeadroom / 2
+			}
 			s.high = 0
 		case over && s.high == 0 && mean <= s.base*flightProbeCalm:
 			// One window over the band: a queue that lasts shows again in

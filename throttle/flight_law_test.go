@@ -228,7 +228,7 @@ func TestFlightLawUnusedBound(t *testing.T) {
 		st := flightState{limit: 20, bound: 20, base: 50_000, why: flightGradient, slow: slow, probeAt: 1 << 60}
 		st.step(flightWindow{n: 30, sum: 30 * 50_000, held: 3}, 100_000, p, 0.5)
 		assert.Equal(t, 20, st.bound, "slow start %v: not raised", slow)
-		st.step(flightWindow{n: 30, sum: 30 * 100_000, held: 3}, 200_000, p, 0.5)
+		st.step(flightWindow{n: 30, sum: 30 * 150_000, held: 3}, 200_000, p, 0.5)
 		assert.Less(t, st.bound, 20, "slow start %v: lowered by queueing", slow)
 	}
 }
@@ -257,4 +257,19 @@ func TestFlightLawOneStall(t *testing.T) {
 	st = flightState{limit: 20, bound: 20, base: 50_000, why: flightGradient, probeAt: 1 << 60}
 	st.step(flightWindow{n: 40, sum: 40 * 125_000, held: 20}, 100_000, p, 0.5)
 	assert.Less(t, st.bound, 20, "2.5 × the baseline: at once")
+}
+
+// Slow start survives one slow window; two end it.
+func TestFlightLawSlowStartStall(t *testing.T) {
+	p := flightParams{floor: 1, ceiling: 100, interval: 100_000}
+	st := flightState{limit: 4, bound: 4, base: 50_000, why: flightSlow, slow: true, probeAt: 1 << 60}
+	stall := flightWindow{n: 20, sum: 20 * 70_000, held: 4}
+	st.step(stall, 100_000, p, 0.5)
+	assert.True(t, st.slow, "one stall")
+	assert.Equal(t, 4, st.bound)
+	st.step(flightWindow{n: 20, sum: 20 * 50_000, held: 4}, 200_000, p, 0.5)
+	assert.Equal(t, 8, st.bound, "doubling again")
+	st.step(stall, 300_000, p, 0.5)
+	st.step(stall, 400_000, p, 0.5)
+	assert.False(t, st.slow, "two in a row end it")
 }

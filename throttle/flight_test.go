@@ -75,17 +75,18 @@ func TestFlightBoundOnBothStores(t *testing.T) {
 			_, err = lim.TryHold(ctx, "api", c)
 			require.ErrorAs(t, err, &le)
 
-			// Window 3: latency doubled, the queue is as long as what is
-			// served: the gradient's limit is 4·52.5/100 + 0.5 = 2.6, and
-			// the limit moves halfway there, to 3.3.
-			report(20, 100*time.Millisecond)
+			// Window 3: latency tripled, a queue twice what is served
+			// (past what one stalled window could be): slow start ends, the
+			// gradient (52.5/150, at least 0.5) makes 4·0.5 + 0.5 = 2.5, and
+			// the limit moves halfway there, to 3.25.
+			report(20, 150*time.Millisecond)
 			clk.advance(110 * time.Millisecond)
-			assert.Equal(t, 3, report(1, 100*time.Millisecond))
+			assert.Equal(t, 3, report(1, 150*time.Millisecond))
 			st, err = lim.InFlight(ctx, "api", c)
 			require.NoError(t, err)
 			assert.Equal(t, flightGradient, st.Reason)
 			assert.Equal(t, 4, st.Held, "held above the bound until released")
-			assert.InDelta(t, float64(100*time.Millisecond), float64(st.Recent), float64(5*time.Millisecond))
+			assert.InDelta(t, float64(150*time.Millisecond), float64(st.Recent), float64(5*time.Millisecond))
 
 			for _, l := range []*Lease{a, b, l3, l4} {
 				require.NoError(t, l.Release(ctx))
