@@ -253,3 +253,42 @@ func TestFlightInvalid(t *testing.T) {
 	assert.NoError(t, Concurrency{Auto: true}.Validate(), "auto alone: floor 1, ceiling 1000")
 	assert.Equal(t, autoCeiling, Concurrency{Auto: true}.ceiling())
 }
+
+// On a Redis Cluster an automatic bound lives beside its semaphore, in its
+// name's slot: Hold, the reports and InFlight work for names with a hash
+// tag of their own and without one.
+func TestFlightRedisCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	cl := redistest.StartCluster(t, 3, 0)
+	rdb := cl.Client(t)
+	prefix := redistest.Prefix(t)
+	store := NewRedisStore(rdb)
+	t.Cleanup(func() { store.Close() })
+	lim := NewLimiter(store, WithKeyPrefix(prefix))
+	ctx := context.Background()
+	c := Concurrency{Max: 10, Auto: true, Floor: 1, Interval: 10 * time.Millisecond, Lease: time.Minute}
+	for _, name := range []string{"{acct1}:db", "{acct2}:db", "plain", "other"} {
+		for round := 0; round < 50; round++ {
+			st, err := lim.InFlight(ctx, name, c)
+			require.NoError(t, err, name)
+			if st.Bound >= 2 {
+				break
+			}
+			l, err := lim.Hold(ctx, name, c)
+			require.NoError(t, err, name)
+			l.Observe(time.Millisecond, false)
+			require.NoError(t, l.Release(ctx), name)
+			time.Sleep(5 * time.Millisecond)
+		}
+		st, err := lim.InFlight(ctx, name, c)
+		require.NoError(t, err, name)
+		assert.GreaterOrEqual(t, st.Bound, 2, "%s: slow start on a cluster: %+v", name, st)
+		key := flightKey(prefix, name)
+		n, err := cl.Master(t, key).Client(t).Exists(ctx, key).Result()
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), n, "%s is on its slot's master", key)
+		assert.Equal(t, hashTag(semKey(prefix, name)), hashTag(key), "beside the semaphore")
+	}
+}
