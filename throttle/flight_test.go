@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -290,5 +291,41 @@ func TestFlightRedisCluster(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, int64(1), n, "%s is on its slot's master", key)
 		assert.Equal(t, hashTag(semKey(prefix, name)), hashTag(key), "beside the semaphore")
+	}
+}
+
+// Under FailLocal an automatic bound's Hold takes this host's share of the
+// bound the Limiter last read (the floor if it read none), in its local
+// store, and its leases report nothing to the store that is down.
+func TestFlightFailLocal(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { rdb.Close() })
+	srv.Kill(t)
+	ctx := context.Background()
+	c := Concurrency{Max: 40, Auto: true, Floor: 4, Lease: time.Minute}
+	for _, tc := range []struct {
+		read, want int // the bound last read (0: none), the slots held here
+	}{{0, 2}, {16, 8}} {
+		local := NewLimiter(NewRedisStore(rdb), WithFailurePolicy(FailLocal), WithHosts(fixedHosts(2)))
+		if tc.read > 0 {
+			local.flights.keys = map[string]*flightPend{"k": {bound: tc.read}}
+		}
+		var leases []*Lease
+		for i := range tc.want {
+			l, err := local.TryHold(ctx, "k", c)
+			require.NoError(t, err, "bound read %d: slot %d of this host's %d", tc.read, i, tc.want)
+			leases = append(leases, l)
+		}
+		_, err := local.TryHold(ctx, "k", c)
+		assert.ErrorIs(t, err, ErrLimited, "bound read %d: %d here", tc.read, tc.want)
+		for _, l := range leases {
+			l.Observe(time.Millisecond, false)
+			require.NoError(t, l.Release(ctx))
+		}
+		local.flights.mu.Lock()
+		p := local.flights.keys["k"]
+		local.flights.mu.Unlock()
+		assert.True(t, p == nil || p.n == 0, "no sample booked for the store that is down")
 	}
 }
