@@ -79,7 +79,7 @@ type flightState struct {
 	limit   float64 // the learned limit, fractional
 	bound   int     // the slots Hold grants now: the limit's, or the probe's
 	base    float64 // baseline latency, µs: the probes' (in slow start, the least window mean)
-	recent  float64 // the latest window's median latency, µs
+	recent  float64 // the latest window's latency (typical), µs
 	why     string
 	at      int64 // µs of the last change
 	slow    bool  // in slow start
@@ -255,7 +255,7 @@ func (s *flightState) step(w flightWindow, now int64, p flightParams, jitter flo
 		}
 		switch over := mean > s.base*(1+flightDeadBand); {
 		case mean > s.base*(1+flightBuffer) && !over:
-			// A short queue, or noise: creep up by a quarter slot, so that
+			// A short queue, or noise: creep up by an eighth of a slot, so that
 			// a bound below the knee on a noisy host still finds it.
 			next = s.limit
 			if used {
