@@ -78,7 +78,7 @@ func withQuota(st State, a algo, now int64) State {
 
 // argsOf are a's arguments for a call at now, read from clock only when a
 // counts calendar windows.
-func argsOf(a algo, clock Clock) [4]int64 {
+func argsOf(a algo, clk clock) [4]int64 {
 	if a.kind() == kindCW {
 		p, ok := a.(FixedWindow)
 		if pp, isPtr := a.(*FixedWindow); isPtr {
@@ -88,8 +88,8 @@ func argsOf(a algo, clock Clock) [4]int64 {
 			return a.args()
 		}
 		t := time.Now()
-		if clock != nil {
-			t = clock.Now()
+		if clk != nil {
+			t = clk.Now()
 		}
 		return p.argsAt(t.UnixMicro())
 	}

@@ -298,7 +298,7 @@ func TestCalendarClockSkew(t *testing.T) {
 	assert.Contains(t, err.Error(), "check the hosts' clocks")
 }
 
-// fixedClock is a Clock that always reads t.
+// fixedClock is a clock that always reads t.
 type fixedClock time.Time
 
 func (c fixedClock) Now() time.Time { return time.Time(c) }

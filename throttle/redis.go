@@ -28,7 +28,7 @@ import (
 type RedisStore struct {
 	rdb   redis.UniversalClient
 	err   error // a client that cannot keep to deadlines (NewRedisStore)
-	clock Clock
+	clock clock
 	wake  wakeHub // the pub/sub subscription that wakes blocked Holds (redis_hold.go)
 }
 
@@ -97,9 +97,9 @@ func bucketKeys(keys []string, prefix string, b *Bucket) []string {
 
 // bucketArgs appends bucket b's six arguments: kind, n, a1, a2, a3, a4; a
 // calendar window's for a call at clock's time (nil: the real clock).
-func bucketArgs(args []any, b *Bucket, clock Clock) []any {
+func bucketArgs(args []any, b *Bucket, clk clock) []any {
 	a := b.algo()
-	p := argsOf(a, clock)
+	p := argsOf(a, clk)
 	return append(args, a.kind().String(), b.N, p[0], p[1], p[2], p[3])
 }
 

@@ -42,6 +42,13 @@ type policyRate struct {
 	eff      float64
 	why      string
 
+	// flightKey and flight are the policy's automatic in-flight bound, if it
+	// has one and one semaphore (workers.InFlightOf); inflight describes it
+	// as last read (readFlight).
+	flightKey string
+	flight    throttle.Concurrency
+	inflight  string
+
 	// fairBucket and fairGlobal are a fair limit's global bucket and its
 	// limit ("" if not fair); tenants describes its keys as last read.
 	fairBucket string
@@ -67,6 +74,7 @@ func (r *rates) counted(h asynq.Handler, pol *workers.Policy) asynq.Handler {
 	pr.adaptive, pr.bucket = adaptiveOf(*pol), workers.BucketKey(*pol, pol.Name, first.Name)
 	pr.fairBucket, pr.fairGlobal = fairOf(*pol)
 	pr.quota = quotaOf(*pol)
+	pr.flightKey, pr.flight = autoFlightOf(*pol)
 	r.policies = append(r.policies, pr)
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		pr.runs.Add(1)
@@ -88,6 +96,8 @@ func (r *rates) setLimit(name string, pol workers.Policy) {
 			p.fairBucket, p.fairGlobal = fairOf(pol)
 			p.tenants = ""
 			p.quota, p.parked = quotaOf(pol), ""
+			p.flightKey, p.flight = autoFlightOf(pol)
+			p.inflight = ""
 		}
 	}
 }
@@ -221,6 +231,9 @@ func (p *policyRate) describe(runs int64, over time.Duration) string {
 	default:
 		line = fmt.Sprintf("%s %.1f/%s of %s/%s", p.name, achieved, unit, limit, unit)
 	}
+	if !p.perKey && p.inflight != "" {
+		line += ", " + p.inflight
+	}
 	if p.parked != "" {
 		line += ", " + p.parked
 	}
@@ -275,6 +288,7 @@ func logStatus(ctx context.Context, log *slog.Logger, interval time.Duration, po
 			r.readAdaptive(ctx, lim)
 			r.readShares(ctx, lim)
 			r.readParked(ctx, pool)
+			r.readFlight(ctx, lim)
 			log.LogAttrs(ctx, slog.LevelInfo, "worker status", statusAttrs(pool.Stats(), r.snapshot(now), lim.Mode())...)
 		}
 	}
