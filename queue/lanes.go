@@ -1,0 +1,134 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// This file gives each key (a tenant) its lane of a queue: the key family
+// sluice:lane:{QUEUE}:KEY, a string holding the lane, written here only.
+//
+// A key seen for the first time is given the least-loaded lane of the queue
+// then (the fewest jobs pending or scheduled in the lane, over all
+// priorities; the lowest lane on a tie), and keeps it while it is used: each
+// look-up renews the entry for laneTTL. Two clients giving a new key a lane
+// at once agree (the first write wins, laneLua). The Client keeps what it
+// read for laneCache, so a batch of one key's jobs costs one look-up.
+//
+// With at most Lanes busy keys in a queue, no key's jobs are behind
+// another's at dequeue. More keys share lanes: the fair shares still hold
+// (the pool sends a key's jobs over its share back to their place), but a
+// key's first job may then be behind the backlog of another key in its lane.
+
+const (
+	// laneTTL is how long a key keeps its lane after its last look-up.
+	laneTTL = 24 * time.Hour
+	// laneCache is how long a Client trusts a lane it read.
+	laneCache = time.Minute
+	// laneCacheMax bounds the keys a Client remembers; past it, it forgets them all.
+	laneCacheMax = 10_000
+	// laneTimeout bounds a look-up.
+	laneTimeout = 3 * time.Second
+)
+
+// laneKey is the Redis key holding key's lane of queue base.
+func laneKey(base, key string) string { return "sluice:lane:{" + base + "}:" + key }
+
+// laneLua returns KEYS[1]'s lane, renewing it for ARGV[2] ms, or sets it to ARGV[1].
+var laneScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if not v then
+  v = ARGV[1]
+  redis.call('SET', KEYS[1], v, 'PX', ARGV[2])
+else
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return v`)
+
+// lanes is a Client's look-up of keys' lanes.
+type lanes struct {
+	rdb redis.UniversalClient // nil: every job in lane 0
+	now func() time.Time
+
+	mu   sync.Mutex
+	seen map[[2]string]laneEntry // by queue and key
+}
+
+type laneEntry struct {
+	lane  int
+	until time.Time
+}
+
+// of is key's lane of queue base: 0 for no key or no Redis to keep lanes in.
+func (l *lanes) of(ctx context.Context, base, key string) (int, error) {
+	if key == "" || l.rdb == nil {
+		return 0, nil
+	}
+	now := l.now()
+	l.mu.Lock()
+	e, ok := l.seen[[2]string{base, key}]
+	l.mu.Unlock()
+	if ok && now.Before(e.until) {
+		return e.lane, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, laneTimeout)
+	defer cancel()
+	least, err := l.leastLoaded(ctx, base)
+	if err != nil {
+		return 0, err
+	}
+	v, err := laneScript.Run(ctx, l.rdb, []string{laneKey(base, key)}, least, laneTTL.Milliseconds()).Text()
+	if err != nil {
+		return 0, fmt.Errorf("queue: lane of key %q: %w", key, err)
+	}
+	lane, err := strconv.Atoi(v)
+	if err != nil || lane < 0 || lane >= Lanes {
+		lane = least // a value written by hand or by another version: not ours to trust
+	}
+	l.mu.Lock()
+	if l.seen == nil || len(l.seen) >= laneCacheMax {
+		l.seen = make(map[[2]string]laneEntry)
+	}
+	l.seen[[2]string{base, key}] = laneEntry{lane: lane, until: now.Add(laneCache)}
+	l.mu.Unlock()
+	return lane, nil
+}
+
+// leastLoaded is the lane of queue base with the fewest jobs pending or
+// scheduled over all priorities, the lowest on a tie: one pipelined round
+// trip.
+func (l *lanes) leastLoaded(ctx context.Context, base string) (int, error) {
+	type count struct {
+		lane       int
+		pend, schd *redis.IntCmd
+	}
+	var cs []count
+	_, err := l.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for p := HighestPriority; p <= LowestPriority; p++ {
+			for lane := range Lanes {
+				prefix := "asynq:{" + Member(base, p, lane) + "}:"
+				cs = append(cs, count{lane, pipe.LLen(ctx, prefix+"pending"), pipe.ZCard(ctx, prefix+"scheduled")})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("queue: load of the lanes of queue %s: %w", base, err)
+	}
+	var load [Lanes]int64
+	for _, c := range cs {
+		load[c.lane] += c.pend.Val() + c.schd.Val()
+	}
+	best := 0
+	for lane := 1; lane < Lanes; lane++ {
+		if load[lane] < load[best] {
+			best = lane
+		}
+	}
+	return best, nil
+}
