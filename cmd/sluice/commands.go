@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/limitspec"
+	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/workers"
 )
@@ -44,7 +46,7 @@ func cmdLimits(ctx context.Context, f *fleet, opts options, _ []string, out io.W
 		}
 		queued := "-"
 		if v.Queued != nil {
-			queued = fmt.Sprintf("%d (%s)", *v.Queued, strings.Join(v.Queues, ","))
+			queued = fmt.Sprintf("%d (%s%s)", *v.Queued, strings.Join(v.Queues, ","), byPriority(v.QueuedByPriority))
 		}
 		effective := "-"
 		if v.EffectiveWhy != "" {
@@ -298,4 +300,19 @@ func seconds(s float64) string {
 
 func cmdDashboard(ctx context.Context, f *fleet, opts options, _ []string, out io.Writer) error {
 	return serveDashboard(ctx, newDashboardFor(f, opts, out), out)
+}
+
+// byPriority says "; p1 80, p5 720" of jobs queued by priority, "" when
+// every one has the default priority.
+func byPriority(m map[string]int) string {
+	if len(m) == 0 || len(m) == 1 && m[strconv.Itoa(queue.DefaultPriority)] > 0 {
+		return ""
+	}
+	var b strings.Builder
+	for p := queue.HighestPriority; p <= queue.LowestPriority; p++ {
+		if n := m[strconv.Itoa(p)]; n > 0 {
+			fmt.Fprintf(&b, ", p%d %d", p, n)
+		}
+	}
+	return ";" + strings.TrimPrefix(b.String(), ",")
 }

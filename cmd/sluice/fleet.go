@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/limitspec"
+	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/workers"
 )
@@ -66,19 +68,41 @@ func (f *fleet) close() {
 	f.rdb.Close()
 }
 
-// queues reads the depths of the named queues; a queue that cannot be read
-// is left out, with its error.
+// queues reads the depths of the named queues, each summed over its family
+// (a member per job priority and lane: queue.Family), with the jobs queued
+// at each priority; a queue that cannot be read is left out, with its error.
 func (f *fleet) queues(names []string) ([]queueView, []error) {
 	var out []queueView
 	var errs []error
+	known, err := f.insp.Queues()
+	if err != nil {
+		return nil, []error{fmt.Errorf("queues: %w", err)}
+	}
 	for _, q := range names {
-		info, err := f.insp.GetQueueInfo(q)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("queue %s: %w", q, err))
-			continue
+		v := queueView{Name: q}
+		for _, member := range queue.Family(q) {
+			if !slices.Contains(known, member) {
+				continue // no job has reached it yet
+			}
+			info, err := f.insp.GetQueueInfo(member)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("queue %s: %w", member, err))
+				continue
+			}
+			v.Pending += info.Pending
+			v.Scheduled += info.Scheduled
+			v.Retry += info.Retry
+			v.Active += info.Active
+			v.Archived += info.Archived
+			if n := info.Pending + info.Scheduled + info.Retry; n > 0 {
+				_, p, _, _ := queue.ParseMember(member)
+				if v.ByPriority == nil {
+					v.ByPriority = make(map[string]int)
+				}
+				v.ByPriority[strconv.Itoa(p)] += n
+			}
 		}
-		out = append(out, queueView{Name: q, Pending: info.Pending, Scheduled: info.Scheduled,
-			Retry: info.Retry, Active: info.Active, Archived: info.Archived})
+		out = append(out, v)
 	}
 	return out, errs
 }
@@ -107,7 +131,10 @@ type limitView struct {
 	Waiting   int64    `json:"waiting"`              // jobs waiting for their turn in the workers now
 	Queued    *int     `json:"queued,omitempty"`     // pending, scheduled and retry in the queues its workers serve
 	Queues    []string `json:"queues,omitempty"`     // those queues
-	RatePerS  float64  `json:"rate_per_s"`           // the limit, in grants per second (per key when Keyed)
+	// QueuedByPriority splits Queued by job priority ("1" to "5"); the
+	// priorities with none are left out.
+	QueuedByPriority map[string]int `json:"queued_by_priority,omitempty"`
+	RatePerS         float64        `json:"rate_per_s"` // the limit, in grants per second (per key when Keyed)
 	// Effective is an adaptive limit's effective rate per second, and why it
 	// last moved (docs/adaptive.md); absent for a limit that does not adapt
 	// or has a bucket per key.
@@ -186,15 +213,15 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 			}
 		}
 	}
-	depth := make(map[string]int)
+	depth := make(map[string]*queueView)
 	for _, v := range byType {
 		for _, q := range v.Queues {
 			if _, done := depth[q]; done {
 				continue
 			}
-			depth[q] = -1
+			depth[q] = nil
 			if qs, _ := f.queues([]string{q}); len(qs) == 1 {
-				depth[q] = qs[0].Pending + qs[0].Scheduled + qs[0].Retry
+				depth[q] = &qs[0]
 			}
 		}
 	}
@@ -203,7 +230,17 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 		if len(v.Queues) > 0 {
 			n := 0
 			for _, q := range v.Queues {
-				n += max(depth[q], 0)
+				d := depth[q]
+				if d == nil {
+					continue
+				}
+				n += d.Pending + d.Scheduled + d.Retry
+				for p, k := range d.ByPriority {
+					if v.QueuedByPriority == nil {
+						v.QueuedByPriority = make(map[string]int)
+					}
+					v.QueuedByPriority[p] += k
+				}
 			}
 			v.Queued = &n
 		}
@@ -236,7 +273,8 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 			row := *v
 			if i > 0 {
 				row = limitView{Type: v.Type, Source: v.Source, SetBy: v.SetBy, Keyed: v.Keyed, Grants: v.Grants,
-					Waiting: v.Waiting, Queued: v.Queued, Queues: v.Queues, Workers: v.Workers, Conflict: v.Conflict}
+					Waiting: v.Waiting, Queued: v.Queued, Queues: v.Queues, QueuedByPriority: v.QueuedByPriority,
+					Workers: v.Workers, Conflict: v.Conflict}
 			}
 			row.Limit, row.Policy, row.RatePerS = l.Name, limitspec.PolicyName(l.Limit), perSecond(l.Limit)
 			if len(all) > 1 {

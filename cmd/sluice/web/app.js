@@ -91,7 +91,8 @@ function draw(st) {
     el("td", {}, ago(w.seen)))));
   fill("queues", st.queues.map(q => el("tr", {},
     el("td", {}, q.name), el("td", { class: "num" }, q.pending), el("td", { class: "num" }, q.scheduled),
-    el("td", { class: "num" }, q.retry), el("td", { class: "num" }, q.active), el("td", { class: "num" }, q.archived))));
+    el("td", { class: "num" }, q.retry), el("td", { class: "num" }, q.active), el("td", { class: "num" }, q.archived),
+    el("td", {}, Object.keys(q.by_priority || {}).sort().map(p => `p${p} ${q.by_priority[p]}`).join(", ")))));
 
   document.getElementById("readonly").hidden = st.writable;
   document.querySelectorAll("#actions form").forEach(f => {
