@@ -8,6 +8,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/throttle"
@@ -23,6 +25,8 @@ func TestPoolPriorityDequeuedFirst(t *testing.T) {
 	h := newHarness(t)
 	cfg := h.config(t)
 	cfg.MaxWait = time.Minute // jobs wait for their turn in their slot: the backlog stays pending
+	reader := sdkmetric.NewManualReader()
+	cfg.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	const rate, backlog = 20.0, 1000
 	p, err := workers.NewPool(cfg)
 	require.NoError(t, err)
@@ -45,6 +49,11 @@ func TestPoolPriorityDequeuedFirst(t *testing.T) {
 		r := recv(t, ran, 10*time.Second, "a priority-5 job")
 		require.Equal(t, queue.LowestPriority, r.prio)
 	}
+	// Seen: the jobs waiting in the slots are counted by priority, in Stats
+	// (the worker's status line) and in sluice.jobs.waiting.
+	waitFor(t, 5*time.Second, "priority-5 jobs waiting", func() bool { return p.Stats().WaitingByPriority[4] > 0 })
+	assert.Equal(t, [5]int64{0, 0, 0, 0, p.Stats().WaitingByPriority[4]}, p.Stats().WaitingByPriority)
+	assert.Positive(t, waitingMetric(t, reader, 5), "sluice.jobs.waiting{sluice.priority=5}")
 	enq := time.Now()
 	h.enqueue(t, queue.Task{Type: "job", Priority: queue.HighestPriority})
 	var first time.Time
@@ -67,6 +76,28 @@ func TestPoolPriorityDequeuedFirst(t *testing.T) {
 	assert.Less(t, first.Sub(enq), horizon+500*time.Millisecond, "within the booking horizon")
 	assert.LessOrEqual(t, low, cfg.Concurrency+2, "only the jobs already in the slots ran before it")
 	assert.Greater(t, pending.Pending, backlog/2, "the backlog was still there: it did not wait for it")
+}
+
+// waitingMetric is the sum of sluice.jobs.waiting at priority prio.
+func waitingMetric(t *testing.T, reader *sdkmetric.ManualReader, prio int) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			sum, ok := m.Data.(metricdata.Sum[int64])
+			if m.Name != "sluice.jobs.waiting" || !ok {
+				continue
+			}
+			for _, dp := range sum.DataPoints {
+				if v, ok := dp.Attributes.Value("sluice.priority"); ok && v.AsInt64() == int64(prio) {
+					n += dp.Value
+				}
+			}
+		}
+	}
+	return n
 }
 
 // TestPoolRefusesMemberQueue: a queue configured under a member's name is a

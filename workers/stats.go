@@ -3,6 +3,8 @@ package workers
 import (
 	"log/slog"
 	"sync/atomic"
+
+	"github.com/sluicehq/sluice/queue"
 )
 
 // Stats are a pool's counters since NewPool, for a status line or a test. The
@@ -15,6 +17,9 @@ type Stats struct {
 	Archived  int64 // jobs archived in the pool's hands: by the pool (past the horizon, no bucket key) or by asynq after a last failure
 	Waiting   int64 // jobs waiting in this process for their turn or an in-flight slot, now
 	Active    int64 // jobs in the pool's hands now: waiting, running their handler, or going back
+	// WaitingByPriority splits Waiting by the jobs' priority: index 0 is
+	// priority 1 (queue.HighestPriority), index 4 priority 5.
+	WaitingByPriority [queue.LowestPriority - queue.HighestPriority + 1]int64
 }
 
 // LogValue lets a Stats be logged as one group.
@@ -31,19 +36,25 @@ func (s Stats) LogValue() slog.Value {
 
 type stats struct {
 	processed, failed, requeued, cooldowns, archived, waiting, active atomic.Int64
+	waitingBy                                                         [queue.LowestPriority - queue.HighestPriority + 1]atomic.Int64 // by priority, from 1
 }
 
 // Stats returns the pool's counters. It is safe to call at any time, from any
 // goroutine; each counter is read atomically, the set as a whole is not.
 func (p *Pool) Stats() Stats {
+	var by [len(p.stats.waitingBy)]int64
+	for i := range by {
+		by[i] = p.stats.waitingBy[i].Load()
+	}
 	return Stats{
-		Processed: p.stats.processed.Load(),
-		Failed:    p.stats.failed.Load(),
-		Requeued:  p.stats.requeued.Load(),
-		Cooldowns: p.stats.cooldowns.Load(),
-		Archived:  p.stats.archived.Load(),
-		Waiting:   p.stats.waiting.Load(),
-		Active:    p.stats.active.Load(),
+		WaitingByPriority: by,
+		Processed:         p.stats.processed.Load(),
+		Failed:            p.stats.failed.Load(),
+		Requeued:          p.stats.requeued.Load(),
+		Cooldowns:         p.stats.cooldowns.Load(),
+		Archived:          p.stats.archived.Load(),
+		Waiting:           p.stats.waiting.Load(),
+		Active:            p.stats.active.Load(),
 	}
 }
 
