@@ -53,7 +53,7 @@ func WithClock(now func() time.Time) ClientOption {
 // in rdb, which must be the queues' Redis (asynq's): so that one key's
 // backlog is never in front of another key's first job at dequeue. Without
 // it, every task goes to lane 0 of its priority, as if it had no key.
-// cmd/enqueue uses it. See docs/priorities.md, "The queue side".
+// cmd/enqueue uses it. See docs/jobs.md, "The queue side".
 func WithLanes(rdb redis.UniversalClient) ClientOption {
 	return func(c *clientConfig) { c.lanes = rdb }
 }

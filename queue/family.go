@@ -6,7 +6,7 @@ import (
 )
 
 // A queue's family: the asynq queues one named queue is made of, so that
-// asynq dequeues the right job first (docs/priorities.md, "The queue side").
+// asynq dequeues the right job first (docs/jobs.md, "The queue side").
 //
 // A job goes to the member of its queue for its priority and its lane.
 // Priority 3 in lane 0 is the queue itself, so a job enqueued with no

@@ -6,7 +6,7 @@ import (
 
 // This file is how a pool serves the family of each queue it is configured
 // with (queue.Family: a member per priority and lane), so that asynq
-// dequeues the right job first (docs/priorities.md, "The queue side").
+// dequeues the right job first (docs/jobs.md, "The queue side").
 //
 // asynq tries the queues of a pool in a weighted random order at each fetch
 // and takes the first job it finds. A member of priority p weighs

@@ -56,7 +56,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	rdb := queue.FollowFailover(r.Client())
 	defer rdb.Close()
 	// The asynq client shares rdb, so it needs no closing of its own. A
-	// task's key is given a lane of its queue (docs/priorities.md).
+	// task's key is given a lane of its queue (docs/jobs.md, "The queue side").
 	qc := queue.NewClient(asynq.NewClientFromRedisClient(rdb), queue.WithLanes(rdb))
 
 	start := time.Now()
