@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -15,7 +17,9 @@ import (
 //
 // A key seen for the first time is given the least-loaded lane of the queue
 // then (the fewest jobs pending or scheduled in the lane, over all
-// priorities; the lowest lane on a tie), and keeps it while it is used: each
+// priorities; on a tie, one of the tied lanes drawn from a hash of the key,
+// so that keys first seen together, before any has jobs queued, spread over
+// the lanes), and keeps it while it is used: each
 // look-up renews the entry for laneTTL. Two clients giving a new key a lane
 // at once agree (the first write wins, laneLua). The Client keeps what it
 // read for laneCache, so a batch of one key's jobs costs one look-up.
@@ -78,7 +82,7 @@ func (l *lanes) of(ctx context.Context, base, key string) (int, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, laneTimeout)
 	defer cancel()
-	least, err := l.leastLoaded(ctx, base)
+	least, err := l.leastLoaded(ctx, base, key)
 	if err != nil {
 		return 0, err
 	}
@@ -100,9 +104,9 @@ func (l *lanes) of(ctx context.Context, base, key string) (int, error) {
 }
 
 // leastLoaded is the lane of queue base with the fewest jobs pending or
-// scheduled over all priorities, the lowest on a tie: one pipelined round
-// trip.
-func (l *lanes) leastLoaded(ctx context.Context, base string) (int, error) {
+// scheduled over all priorities, one of the tied lanes by a hash of key on a
+// tie: one pipelined round trip.
+func (l *lanes) leastLoaded(ctx context.Context, base, key string) (int, error) {
 	type count struct {
 		lane       int
 		pend, schd *redis.IntCmd
@@ -124,11 +128,14 @@ func (l *lanes) leastLoaded(ctx context.Context, base string) (int, error) {
 	for _, c := range cs {
 		load[c.lane] += c.pend.Val() + c.schd.Val()
 	}
-	best := 0
-	for lane := 1; lane < Lanes; lane++ {
-		if load[lane] < load[best] {
-			best = lane
+	least := slices.Min(load[:])
+	var tied []int
+	for lane, n := range load {
+		if n == least {
+			tied = append(tied, lane)
 		}
 	}
-	return best, nil
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return tied[int(h.Sum32()%uint32(len(tied)))], nil
 }

@@ -118,19 +118,23 @@ func TestLanes(t *testing.T) {
 		require.NoError(t, err)
 		return info.Queue
 	}
-	// Tenant A first: every lane is empty, A gets lane 0, and its backlog loads it.
+	// Tenant A first: every lane is empty, A gets one, and its backlog loads it.
+	laneOf := func(q string) int { _, _, lane, _ := queue.ParseMember(q); return lane }
+	a := laneOf(enq(c, "A", 0))
 	for range 20 {
-		assert.Equal(t, h.queue, enq(c, "A", 0))
+		assert.Equal(t, queue.Member(h.queue, 3, a), enq(c, "A", 0), "A keeps its lane")
 	}
-	// B is new: the least-loaded lane is 1.
-	assert.Equal(t, queue.Member(h.queue, 3, 1), enq(c, "B", 0))
-	assert.Equal(t, queue.Member(h.queue, 1, 1), enq(c, "B", 1), "the same lane at another priority")
+	// B is new: it gets an empty lane, the same at every priority.
+	b := laneOf(enq(c, "B", 0))
+	assert.NotEqual(t, a, b, "B is not behind A's backlog")
+	assert.Equal(t, queue.Member(h.queue, 1, b), enq(c, "B", 1), "the same lane at another priority")
 	// Another client, with an empty cache, reads B's lane from Redis, and
-	// gives C a lane of its own.
+	// gives C, new, a lane that neither A nor B has.
 	other := queue.NewClient(h.ac, queue.WithLanes(h.rdb))
-	assert.Equal(t, queue.Member(h.queue, 5, 1), enq(other, "B", 5))
-	assert.Equal(t, queue.Member(h.queue, 3, 2), enq(other, "C", 0))
-	assert.Equal(t, h.queue, enq(other, "", 0), "no key: lane 0")
+	assert.Equal(t, queue.Member(h.queue, 5, b), enq(other, "B", 5))
+	cl := laneOf(enq(other, "C", 0))
+	assert.NotContains(t, []int{a, b}, cl, "C's lane")
+	assert.Equal(t, h.queue, enq(other, "", 0), "no key: lane 0 of the default priority, the queue itself")
 	// The lanes are kept with a TTL: nothing grows without bound.
 	ttl, err := h.rdb.PTTL(ctx, "sluice:lane:{"+h.queue+"}:B").Result()
 	require.NoError(t, err)
@@ -138,4 +142,22 @@ func TestLanes(t *testing.T) {
 	// Without WithLanes, a key has no lane.
 	plain := queue.NewClient(h.ac)
 	assert.Equal(t, h.queue, enq(plain, "B", 0))
+}
+
+// TestLanesSpreadNewKeys: keys first seen together, before any has a job
+// queued, are spread over the lanes by a hash, not all given lane 0.
+func TestLanesSpreadNewKeys(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	c := queue.NewClient(h.ac, queue.WithLanes(h.rdb))
+	lanes := map[string]bool{}
+	for i := range 16 {
+		q, err := c.Enqueue(context.Background(), queue.Task{Type: "t", Key: "k" + strconv.Itoa(i)}, asynq.Queue(h.queue), asynq.ProcessIn(time.Hour))
+		require.NoError(t, err)
+		lanes[q.Queue] = true
+		// Scheduled jobs count as load too: remove it, so that every key
+		// finds the lanes empty, as keys enqueued at once do.
+		require.NoError(t, h.insp.DeleteTask(q.Queue, q.ID))
+	}
+	assert.Greater(t, len(lanes), 1, "16 new keys on empty lanes all went to one lane: %v", lanes)
 }
