@@ -108,6 +108,7 @@ func NewPool(cfg Config) (*Pool, error) {
 		return nil, fmt.Errorf("workers: invalid Config: Redis: unsupported asynq.RedisConnOpt %T", cfg.Redis)
 	}
 	queue.FollowFailover(rdb)
+	rdb.AddHook(newSkipEmpty(cfg.TaskCheckInterval)) // a fetch tries only the members that may have jobs (dequeue.go)
 	stopCtx, stop := context.WithCancel(context.Background())
 	p := &Pool{
 		cfg:     cfg,
