@@ -185,7 +185,7 @@ func (p *Pool) asynqConfig() asynq.Config {
 	c := p.cfg
 	return asynq.Config{
 		Concurrency:              c.Concurrency,
-		Queues:                   familyQueues(c.Queues, c.StrictPriority),
+		Queues:                   familyQueues(c.Queues),
 		StrictPriority:           c.StrictPriority,
 		IsFailure:                queue.IsFailure,
 		RetryDelayFunc:           queue.RetryDelayFunc(c.RetryDelay),

@@ -2,66 +2,115 @@ package workers
 
 import (
 	"context"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/queue"
 )
 
-// This file keeps a pool's fetches cheap although it serves every member of
-// its queues' families (family.go): 20 asynq queues per configured queue.
+// This file is how a pool's fetch finds the right member of a family at
+// one call, although it serves every member of its queues' families
+// (family.go): 20 asynq queues per configured queue.
+//
 // asynq dequeues with one script call per queue, trying the pool's queues
-// in the order it drew until one has a job, so with jobs in one member a
-// fetch would first try, one round trip each, about half of the empty ones.
+// in an order it draws until one has a job: with jobs in one member, a
+// fetch would first try, one round trip each, about half of the empty
+// ones. chooser is a hook on the pool's own connection to the queues' Redis
+// (the one its asynq server uses) that answers asynq's dequeue of a member
+// of a family with a dequeue of the member this pool should take a job
+// from now, within the same family (so the configured queues' weights are
+// asynq's, as before):
 //
-// skipEmpty is a hook on the pool's own connection to the queues' Redis
-// (the one its asynq server uses): a member whose dequeue found it empty is
-// taken as empty, with no call, for emptyFor after; a script call of this
-// process that puts a job in a member's pending list (an enqueue, a
-// come-back moved to the front, asynq's forwarder moving due jobs) ends
-// that at once. A job another process enqueues in a member this one took as
-// empty is seen at most emptyFor late. Each empty member then costs about
-// one call per emptyFor, whatever the rate of jobs.
+//   - the members a dequeue of this process found empty are taken as empty,
+//     with no call, for emptyFor after; a script call of this process that
+//     puts a job in a member's pending list (an enqueue, a come-back moved
+//     to the front, asynq's forwarder moving due jobs) ends that at once. A
+//     job another process enqueues in a member this one took as empty is
+//     seen at most emptyFor late;
+//   - among the others, a member is drawn with the weight family.go gives
+//     its priority (levelWeight), or, under StrictPriority, the highest
+//     priority is taken, its lanes drawn alike.
 //
-// It reads asynq v0.26's dequeue call by its keys (pending, paused, active,
-// lease of one queue), as front.lua writes its key layout.
+// asynq reads the queue of the job it got from the job itself, never from
+// the name it asked for, so the job is run, acknowledged and leased in its
+// own member. The hook reads asynq v0.26's dequeue call by its keys
+// (pending, paused, active and lease of one queue) and arguments, as
+// front.lua writes its key layout; any other call goes through untouched.
 
-// skipEmpty is the hook; the zero value is not usable: see newSkipEmpty.
-type skipEmpty struct {
+// chooser is the hook; the zero value is not usable: see newChooser.
+type chooser struct {
 	emptyFor time.Duration
-	mu       sync.RWMutex
-	until    map[string]time.Time // by pending key: taken as empty until then
+	strict   bool
+	mu       sync.Mutex
+	until    map[string]time.Time // by queue name: taken as empty until then
+	families map[string][]member  // by the name asynq asked for: its family
 }
 
-func newSkipEmpty(emptyFor time.Duration) *skipEmpty {
-	return &skipEmpty{emptyFor: emptyFor, until: make(map[string]time.Time)}
+// member is a queue of a family, with its priority.
+type member struct {
+	name string
+	prio int
 }
 
-func (h *skipEmpty) DialHook(next redis.DialHook) redis.DialHook { return next }
+func newChooser(emptyFor time.Duration, strict bool) *chooser {
+	return &chooser{emptyFor: emptyFor, strict: strict, until: make(map[string]time.Time), families: make(map[string][]member)}
+}
 
-func (h *skipEmpty) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+// family is the members of asked's family, highest priority first; under mu.
+func (h *chooser) family(asked string) []member {
+	if f, ok := h.families[asked]; ok {
+		return f
+	}
+	base, _, _, _ := queue.ParseMember(asked)
+	var f []member
+	for p := queue.HighestPriority; p <= queue.LowestPriority; p++ {
+		for lane := range queue.Lanes {
+			f = append(f, member{queue.Member(base, p, lane), p})
+		}
+	}
+	h.families[asked] = f // bounded: asynq asks for the pool's queues only
+	return f
+}
+
+func (h *chooser) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *chooser) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *chooser) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		keys := scriptKeys(cmd.Args())
+		args := cmd.Args()
+		keys := scriptKeys(args)
 		if keys == nil {
 			return next(ctx, cmd)
 		}
-		if pending, ok := dequeueOf(keys); ok {
-			if h.empty(pending) {
+		if asked, ok := dequeueOf(args); ok {
+			member, any := h.choose(asked)
+			if !any {
 				cmd.SetErr(redis.Nil)
 				return redis.Nil
 			}
+			if member != asked {
+				setDequeue(args, member)
+			}
 			err := next(ctx, cmd)
 			if err == redis.Nil {
-				h.mark(pending)
+				h.mark(member)
 			}
 			return err
 		}
 		err := next(ctx, cmd)
 		if err == nil && movedSome(cmd) {
 			for _, k := range keys {
-				if k, ok := k.(string); ok && strings.HasSuffix(k, ":pending") {
-					h.clear(k)
+				if k, ok := k.(string); ok {
+					if q, ok := queueOfPending(k); ok {
+						h.clear(q)
+					}
 				}
 			}
 		}
@@ -69,32 +118,52 @@ func (h *skipEmpty) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-func (h *skipEmpty) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
-func (h *skipEmpty) empty(pending string) bool {
-	h.mu.RLock()
-	until, ok := h.until[pending]
-	h.mu.RUnlock()
-	return ok && time.Now().Before(until)
-}
-
-func (h *skipEmpty) mark(pending string) {
+// choose is the member of asked's family to dequeue from, and false if
+// every member is taken as empty. A queue that is no family's member, or
+// the base of one, is asked's own family.
+func (h *chooser) choose(asked string) (string, bool) {
+	now := time.Now()
 	h.mu.Lock()
-	h.until[pending] = time.Now().Add(h.emptyFor)
+	defer h.mu.Unlock()
+	var (
+		pick  string
+		total int
+		top   = queue.LowestPriority + 1
+	)
+	for _, m := range h.family(asked) {
+		if until, ok := h.until[m.name]; ok && now.Before(until) {
+			continue
+		}
+		w := levelWeight(m.prio)
+		if h.strict {
+			if m.prio > top {
+				continue
+			}
+			if m.prio < top {
+				top, total = m.prio, 0
+			}
+			w = 1
+		}
+		// A weighted draw in one pass: m replaces the pick with
+		// probability w over the weight seen so far.
+		total += w
+		if rand.IntN(total) < w {
+			pick = m.name
+		}
+	}
+	return pick, pick != ""
+}
+
+func (h *chooser) mark(q string) {
+	h.mu.Lock()
+	h.until[q] = time.Now().Add(h.emptyFor)
 	h.mu.Unlock()
 }
 
-func (h *skipEmpty) clear(pending string) {
-	h.mu.RLock()
-	_, ok := h.until[pending]
-	h.mu.RUnlock()
-	if ok {
-		h.mu.Lock()
-		delete(h.until, pending)
-		h.mu.Unlock()
-	}
+func (h *chooser) clear(q string) {
+	h.mu.Lock()
+	delete(h.until, q)
+	h.mu.Unlock()
 }
 
 // scriptKeys is the keys of an EVAL or EVALSHA call, as the call's own
@@ -121,24 +190,50 @@ func scriptKeys(args []any) []any {
 	return args[3 : 3+n]
 }
 
-// dequeueOf reports whether keys are those of asynq's dequeue of one queue
-// (its pending, paused, active and lease keys), and that queue's pending key.
-func dequeueOf(keys []any) (string, bool) {
-	if len(keys) != 4 {
+// dequeueOf reports whether args are asynq v0.26's dequeue of one queue:
+// EVALSHA or EVAL, the script, 4, its pending, paused, active and lease
+// keys, the lease's expiry and its task key prefix; and the queue's name.
+func dequeueOf(args []any) (string, bool) {
+	if len(args) != 9 {
 		return "", false
 	}
-	pending, _ := keys[0].(string)
-	prefix, ok := strings.CutSuffix(pending, "pending")
-	if !ok || !strings.HasPrefix(prefix, "asynq:{") {
+	pending, _ := args[3].(string)
+	q, ok := queueOfPending(pending)
+	if !ok {
 		return "", false
 	}
-	for i, suffix := range [...]string{"paused", "active", "lease"} {
-		k, _ := keys[i+1].(string)
-		if len(k) != len(prefix)+len(suffix) || !strings.HasPrefix(k, prefix) || !strings.HasSuffix(k, suffix) {
+	want := dequeueArgs(q)
+	for i, w := range want {
+		if s, _ := args[3+i].(string); s != w {
 			return "", false
 		}
 	}
-	return pending, true
+	return q, true
+}
+
+// dequeueArgs is what a dequeue of queue q has at args[3:9], but the
+// lease's expiry (index 4), which is left "".
+func dequeueArgs(q string) [6]string {
+	prefix := "asynq:{" + q + "}:"
+	return [6]string{prefix + "pending", prefix + "paused", prefix + "active", prefix + "lease", "", prefix + "t:"}
+}
+
+// setDequeue makes args, a dequeue, a dequeue of queue q.
+func setDequeue(args []any, q string) {
+	for i, v := range dequeueArgs(q) {
+		if v != "" {
+			args[3+i] = v
+		}
+	}
+}
+
+// queueOfPending is the queue whose pending list key is k.
+func queueOfPending(k string) (string, bool) {
+	rest, ok := strings.CutPrefix(k, "asynq:{")
+	if !ok {
+		return "", false
+	}
+	return strings.CutSuffix(rest, "}:pending")
 }
 
 // movedSome reports whether a script's reply says it did something: a
