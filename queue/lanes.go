@@ -17,9 +17,10 @@ import (
 //
 // A key seen for the first time is given the least-loaded lane of the queue
 // then (the fewest jobs pending or scheduled in the lane, over all
-// priorities; on a tie, one of the tied lanes drawn from a hash of the key,
-// so that keys first seen together, before any has jobs queued, spread over
-// the lanes), and keeps it while it is used: each
+// priorities; on a tie, lane 0 if it is one of them, so that a key alone
+// goes where it went before lanes, else one of the tied lanes drawn from a
+// hash of the key, so that keys first seen together behind a backlog spread
+// over the free lanes), and keeps it while it is used: each
 // look-up renews the entry for laneTTL. Two clients giving a new key a lane
 // at once agree (the first write wins, laneLua). The Client keeps what it
 // read for laneCache, so a batch of one key's jobs costs one look-up.
@@ -104,8 +105,8 @@ func (l *lanes) of(ctx context.Context, base, key string) (int, error) {
 }
 
 // leastLoaded is the lane of queue base with the fewest jobs pending or
-// scheduled over all priorities, one of the tied lanes by a hash of key on a
-// tie: one pipelined round trip.
+// scheduled over all priorities; on a tie, lane 0 if it is one, else one of
+// the tied lanes by a hash of key: one pipelined round trip.
 func (l *lanes) leastLoaded(ctx context.Context, base, key string) (int, error) {
 	type count struct {
 		lane       int
@@ -129,6 +130,9 @@ func (l *lanes) leastLoaded(ctx context.Context, base, key string) (int, error) 
 		load[c.lane] += c.pend.Val() + c.schd.Val()
 	}
 	least := slices.Min(load[:])
+	if load[0] == least {
+		return 0, nil
+	}
 	var tied []int
 	for lane, n := range load {
 		if n == least {

@@ -144,20 +144,25 @@ func TestLanes(t *testing.T) {
 	assert.Equal(t, h.queue, enq(plain, "B", 0))
 }
 
-// TestLanesSpreadNewKeys: keys first seen together, before any has a job
-// queued, are spread over the lanes by a hash, not all given lane 0.
+// TestLanesSpreadNewKeys: a key alone on empty lanes takes lane 0 (where
+// it went before lanes); keys first seen together behind a backlog in lane
+// 0 are spread over the free lanes by a hash, not all given lane 1.
 func TestLanesSpreadNewKeys(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	c := queue.NewClient(h.ac, queue.WithLanes(h.rdb))
+	first, err := c.Enqueue(context.Background(), queue.Task{Type: "t", Key: "first"}, asynq.Queue(h.queue))
+	require.NoError(t, err)
+	assert.Equal(t, h.queue, first.Queue, "alone on empty lanes: lane 0")
 	lanes := map[string]bool{}
 	for i := range 16 {
 		q, err := c.Enqueue(context.Background(), queue.Task{Type: "t", Key: "k" + strconv.Itoa(i)}, asynq.Queue(h.queue), asynq.ProcessIn(time.Hour))
 		require.NoError(t, err)
 		lanes[q.Queue] = true
 		// Scheduled jobs count as load too: remove it, so that every key
-		// finds the lanes empty, as keys enqueued at once do.
+		// finds the free lanes empty, as keys enqueued at once do.
 		require.NoError(t, h.insp.DeleteTask(q.Queue, q.ID))
 	}
-	assert.Greater(t, len(lanes), 1, "16 new keys on empty lanes all went to one lane: %v", lanes)
+	assert.NotContains(t, lanes, h.queue, "lane 0 holds a backlog")
+	assert.Greater(t, len(lanes), 1, "16 new keys on free lanes all went to one lane: %v", lanes)
 }
