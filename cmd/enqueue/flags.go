@@ -149,6 +149,8 @@ func parseFlags(args []string, stdin io.Reader) (config, error) {
 		return config{}, cli.Usagef("--count %d is out of range [1, %d]", c.count, maxCount)
 	case strings.TrimSpace(c.queue) == "":
 		return config{}, cli.Usagef("--queue is empty")
+	case queue.Reserved(c.queue):
+		return config{}, cli.Usagef("--queue %s is named like a member of a queue's family (QUEUE:pN, QUEUE:pN:lK): name the queue and give --priority", c.queue)
 	case fs.Given("max-retry") && maxRetry < 0:
 		return config{}, cli.Usagef("--max-retry %d must not be negative", maxRetry)
 	case c.in < 0:

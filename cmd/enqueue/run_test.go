@@ -91,6 +91,7 @@ func TestBadInput(t *testing.T) {
 		{with("--count", "10000001"), "--count 10000001 is out of range [1, 10000000]"},
 		{with("--count", "-5"), "--count -5 is out of range [1, 10000000]"},
 		{with("--queue", ""), "--queue is empty"},
+		{with("--queue", "mail:p1"), "--queue mail:p1 is named like a member of a queue's family (QUEUE:pN, QUEUE:pN:lK): name the queue and give --priority"},
 		{with("--max-retry", "-1"), "--max-retry -1 must not be negative"},
 		{with("--in", "-1s"), "--in -1s must not be negative"},
 		{with("--in", "5"), `invalid value "5" for flag -in: parse error`},
