@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -46,7 +47,9 @@ func writePayloads(t *testing.T, up *upstream, b string, n int) string {
 // priority-5 jobs in the workers' slots booked: 0.75 s) plus 1.3× the time
 // 80 jobs take at 40/s after their enqueue; the priority-5 jobs keep at
 // least 5 % of the rate meanwhile; every job runs once, none archived, the
-// whole run within 1.1× the ideal makespan.
+// whole run within 1.1× the ideal makespan. `sluice limits --json` counts
+// the backlog and the jobs waiting in the workers by priority, and the
+// workers' status lines the jobs waiting by priority.
 //
 // The issue's bar is 1.3× without the horizon: the priority-1 jobs must go
 // ahead of the turns booked in the slots too, which is the bucket's part
@@ -58,11 +61,34 @@ func TestPriorityAheadOfBacklog(t *testing.T) {
 	insp := newInspector(t, srv)
 	up := newUpstream(t, upstreamConfig{})
 	fleet := startFleet(t, srv, insp, fleetSize, "--concurrency", concurrency, "--limit", prioLimit, "--status-interval", "1s")
+	defer func() {
+		_, found := findLog(fleet[0], func(e logEntry) bool {
+			return e.Msg == "worker status" && strings.Contains(e.text(), `"waiting_by_priority":"p5=`)
+		})
+		assert.True(t, found, "a status line counts the jobs waiting by priority")
+	}()
 	enqueue(t, srv.URL(), "--type", "http:request", "--priority", "5", "--payloads", writePayloads(t, up, "low", prioLow))
 	time.Sleep(prioLaterB)
 	high := writePayloads(t, up, "high", prioHigh)
 	hEnq := time.Now()
 	enqueue(t, srv.URL(), "--type", "http:request", "--priority", "1", "--payloads", high)
+	// Seen: sluice limits counts the backlog by priority, and the jobs
+	// waiting in the workers by priority (their heartbeats, every 5 s),
+	// while the priority-5 backlog lasts.
+	var view struct {
+		Queued  map[string]int   `json:"queued_by_priority"`
+		Waiting map[string]int64 `json:"waiting_by_priority"`
+	}
+	seenBoth := poll(8*time.Second, 200*time.Millisecond, func() bool {
+		code, out := runCommand(t, 10*time.Second, bin.sluice, "limits", "--json", "--redis", srv.URL(), "--key-prefix", keyPrefix)
+		require.Equal(t, 0, code, out)
+		var views []json.RawMessage
+		require.NoError(t, json.Unmarshal([]byte(out), &views), out)
+		require.Len(t, views, 1, out)
+		require.NoError(t, json.Unmarshal(views[0], &view), out)
+		return view.Queued["5"] > 0 && view.Waiting["5"] > 0
+	})
+	assert.True(t, seenBoth, "sluice limits shows priority 5 queued and waiting: %+v", view)
 	qi := waitDrained(t, insp, 60*time.Second)
 	stopFleet(t, fleet, stopTimeout)
 	rs := up.Requests()

@@ -54,6 +54,9 @@ func TestPoolPriorityDequeuedFirst(t *testing.T) {
 	waitFor(t, 5*time.Second, "priority-5 jobs waiting", func() bool { return p.Stats().WaitingByPriority[4] > 0 })
 	assert.Equal(t, [5]int64{0, 0, 0, 0, p.Stats().WaitingByPriority[4]}, p.Stats().WaitingByPriority)
 	assert.Positive(t, waitingMetric(t, reader, 5), "sluice.jobs.waiting{sluice.priority=5}")
+	by := p.WaitingByPriority()["api"]
+	assert.Positive(t, by[4], "by policy and priority: %v", by)
+	assert.Zero(t, by[0]+by[1]+by[2]+by[3], "by policy and priority: %v", by)
 	enq := time.Now()
 	h.enqueue(t, queue.Task{Type: "job", Priority: queue.HighestPriority})
 	var first time.Time

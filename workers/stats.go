@@ -58,6 +58,24 @@ func (p *Pool) Stats() Stats {
 	}
 }
 
+// WaitingByPriority returns, by policy name, how many jobs wait in this
+// process now for their turn or an in-flight slot at each job priority
+// (index 0 is priority 1); policies with none are left out.
+func (p *Pool) WaitingByPriority() map[string][5]int64 {
+	out := make(map[string][5]int64)
+	for _, rt := range p.routes {
+		if rt.name == "" || rt.waiting.Load() == 0 {
+			continue
+		}
+		by := out[rt.name]
+		for i := range by {
+			by[i] += rt.waitingBy[i].Load()
+		}
+		out[rt.name] = by
+	}
+	return out
+}
+
 // WaitingByPolicy returns, by policy name, how many jobs wait in this
 // process now for their turn or an in-flight slot; policies with none are
 // left out.

@@ -149,10 +149,12 @@ func (p *Pool) startWaiting(ctx context.Context, j *job) (done func()) {
 	p.stats.waiting.Add(1)
 	p.stats.waitingBy[prio-queue.HighestPriority].Add(1)
 	rt.waiting.Add(1)
+	rt.waitingBy[prio-queue.HighestPriority].Add(1)
 	return func() {
 		p.tel.waiting.Add(ctx, -1, attrs...)
 		p.stats.waiting.Add(-1)
 		p.stats.waitingBy[prio-queue.HighestPriority].Add(-1)
 		rt.waiting.Add(-1)
+		rt.waitingBy[prio-queue.HighestPriority].Add(-1)
 	}
 }

@@ -56,8 +56,12 @@ func cmdLimits(ctx context.Context, f *fleet, opts options, _ []string, out io.W
 		if v.Limit != "" { // one row per named limit
 			typ += " (" + v.Limit + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%d\t%s\t%s\n", typ, v.Policy, v.Spec, source, effective, tokens,
-			seconds(v.Cooldown), v.Grants, v.Waiting, queued, workers)
+		waiting := fmt.Sprint(v.Waiting)
+		if by := byPriority(toInt(v.WaitingByPriority)); by != "" {
+			waiting += " (" + strings.TrimPrefix(by, "; ") + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t%s\t%s\n", typ, v.Policy, v.Spec, source, effective, tokens,
+			seconds(v.Cooldown), v.Grants, waiting, queued, workers)
 	}
 	if len(views) == 0 {
 		fmt.Fprintln(tw, "(no limit: no runtime limit is set and no worker reports one)")
@@ -300,6 +304,15 @@ func seconds(s float64) string {
 
 func cmdDashboard(ctx context.Context, f *fleet, opts options, _ []string, out io.Writer) error {
 	return serveDashboard(ctx, newDashboardFor(f, opts, out), out)
+}
+
+// toInt is m with int counts.
+func toInt(m map[string]int64) map[string]int {
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = int(v)
+	}
+	return out
 }
 
 // byPriority says "; p1 80, p5 720" of jobs queued by priority, "" when

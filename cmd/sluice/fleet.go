@@ -123,14 +123,17 @@ type limitView struct {
 	SetBy  string   `json:"set_by,omitempty"`
 	// Malformed says why a runtime entry does not parse (written by another
 	// version, or by hand): no worker applies it.
-	Malformed string   `json:"malformed,omitempty"`
-	Keyed     bool     `json:"keyed"`                // a bucket per key: no one bucket to show
-	Tokens    *int     `json:"tokens,omitempty"`     // left in the type's bucket
-	Cooldown  float64  `json:"cooldown_s,omitempty"` // left on it
-	Grants    float64  `json:"grants_per_s"`         // over the last minute, all workers
-	Waiting   int64    `json:"waiting"`              // jobs waiting for their turn in the workers now
-	Queued    *int     `json:"queued,omitempty"`     // pending, scheduled and retry in the queues its workers serve
-	Queues    []string `json:"queues,omitempty"`     // those queues
+	Malformed string  `json:"malformed,omitempty"`
+	Keyed     bool    `json:"keyed"`                // a bucket per key: no one bucket to show
+	Tokens    *int    `json:"tokens,omitempty"`     // left in the type's bucket
+	Cooldown  float64 `json:"cooldown_s,omitempty"` // left on it
+	Grants    float64 `json:"grants_per_s"`         // over the last minute, all workers
+	Waiting   int64   `json:"waiting"`              // jobs waiting for their turn in the workers now
+	// WaitingByPriority splits Waiting by job priority ("1" to "5"); the
+	// priorities with none are left out.
+	WaitingByPriority map[string]int64 `json:"waiting_by_priority,omitempty"`
+	Queued            *int             `json:"queued,omitempty"` // pending, scheduled and retry in the queues its workers serve
+	Queues            []string         `json:"queues,omitempty"` // those queues
 	// QueuedByPriority splits Queued by job priority ("1" to "5"); the
 	// priorities with none are left out.
 	QueuedByPriority map[string]int `json:"queued_by_priority,omitempty"`
@@ -195,6 +198,12 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 			v := view(l.Type)
 			v.Grants += l.Grants
 			v.Waiting += l.Waiting
+			for p, n := range l.WaitingByPriority {
+				if v.WaitingByPriority == nil {
+					v.WaitingByPriority = make(map[string]int64)
+				}
+				v.WaitingByPriority[p] += n
+			}
 			for _, q := range h.Queues {
 				if !slices.Contains(v.Queues, q) {
 					v.Queues = append(v.Queues, q)
@@ -273,7 +282,7 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 			row := *v
 			if i > 0 {
 				row = limitView{Type: v.Type, Source: v.Source, SetBy: v.SetBy, Keyed: v.Keyed, Grants: v.Grants,
-					Waiting: v.Waiting, Queued: v.Queued, Queues: v.Queues, QueuedByPriority: v.QueuedByPriority,
+					Waiting: v.Waiting, WaitingByPriority: v.WaitingByPriority, Queued: v.Queued, Queues: v.Queues, QueuedByPriority: v.QueuedByPriority,
 					Workers: v.Workers, Conflict: v.Conflict}
 			}
 			row.Limit, row.Policy, row.RatePerS = l.Name, limitspec.PolicyName(l.Limit), perSecond(l.Limit)

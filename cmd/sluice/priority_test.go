@@ -27,7 +27,8 @@ func TestQueuedByPriority(t *testing.T) {
 	ctl := control.New(rdb, "sluice:")
 	require.NoError(t, ctl.Beat(context.Background(), control.Heartbeat{
 		ID: "w1:42:1", Host: "w1", PID: 42, Mode: "shared", Seen: time.Now(), Queues: []string{"default"},
-		Limits: []control.LimitState{{Type: "sleep", Spec: "sleep=5/s,burst=2", Source: "flag"}},
+		Limits: []control.LimitState{{Type: "sleep", Spec: "sleep=5/s,burst=2", Source: "flag",
+			Waiting: 7, WaitingByPriority: map[string]int64{"1": 2, "5": 5}}},
 	}))
 	qc := queue.NewClient(asynq.NewClientFromRedisClient(rdb), queue.WithLanes(rdb))
 	enq := func(n, prio int, key string) {
@@ -52,10 +53,12 @@ func TestQueuedByPriority(t *testing.T) {
 	require.NotNil(t, views[0].Queued)
 	assert.Equal(t, 16, *views[0].Queued, "every member of the default queue")
 	assert.Equal(t, map[string]int{"1": 2, "2": 1, "3": 3, "4": 1, "5": 9}, views[0].QueuedByPriority)
+	assert.Equal(t, map[string]int64{"1": 2, "5": 5}, views[0].WaitingByPriority, "the workers' jobs waiting, by priority")
 
 	r = runArgs("--redis", srv.URL(), "limits")
 	require.Equal(t, cli.ExitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "16 (default; p1 2, p2 1, p3 3, p4 1, p5 9)")
+	assert.Contains(t, r.stdout, "7 (p1 2, p5 5)", "WAITING by priority")
 
 	f, err := connect(context.Background(), options{redisURL: srv.URL(), keyPrefix: "sluice:"})
 	require.NoError(t, err)
