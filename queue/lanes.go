@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -22,7 +23,7 @@ import (
 // hash of the key, so that keys first seen together behind a backlog spread
 // over the free lanes), and keeps it while it is used: each
 // look-up renews the entry for laneTTL. Two clients giving a new key a lane
-// at once agree (the first write wins, laneLua). The Client keeps what it
+// at once agree (the first write wins: lua/lane.lua). The Client keeps what it
 // read for laneCache, so a batch of one key's jobs costs one look-up.
 //
 // With at most Lanes busy keys in a queue, no key's jobs are behind
@@ -44,16 +45,10 @@ const (
 // laneKey is the Redis key holding key's lane of queue base.
 func laneKey(base, key string) string { return "sluice:lane:{" + base + "}:" + key }
 
-// laneLua returns KEYS[1]'s lane, renewing it for ARGV[2] ms, or sets it to ARGV[1].
-var laneScript = redis.NewScript(`
-local v = redis.call('GET', KEYS[1])
-if not v then
-  v = ARGV[1]
-  redis.call('SET', KEYS[1], v, 'PX', ARGV[2])
-else
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return v`)
+//go:embed lua/lane.lua
+var laneLua string
+
+var laneScript = redis.NewScript(laneLua)
 
 // lanes is a Client's look-up of keys' lanes.
 type lanes struct {

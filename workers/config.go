@@ -46,8 +46,8 @@ type Config struct {
 	// is itself a member's (ending in :pN or :pN:lK) is refused.
 	Queues map[string]int
 	// StrictPriority empties higher-priority queues first (asynq's option);
-	// job priorities then are strict too, and lanes are tried in a fixed
-	// order (see family.go).
+	// job priorities then are strict too: the highest priority with jobs is
+	// taken first, its lanes alike (see dequeue.go).
 	StrictPriority bool
 
 	// MaxWait is how long a job may wait in this process for its turn before
