@@ -26,10 +26,13 @@ import (
 // at once agree (the first write wins: lua/lane.lua). The Client keeps what it
 // read for laneCache, so a batch of one key's jobs costs one look-up.
 //
-// With at most Lanes busy keys in a queue, no key's jobs are behind
-// another's at dequeue. More keys share lanes: the fair shares still hold
-// (the pool sends a key's jobs over its share back to their place), but a
-// key's first job may then be behind the backlog of another key in its lane.
+// A key first seen behind another's backlog gets a free lane while there is
+// one, so its jobs are not behind that backlog at dequeue. Keys first seen
+// while the lanes are empty share lane 0, their jobs interleaved as they
+// were enqueued. More busy keys than lanes share lanes: the fair shares
+// still hold (the pool sends a key's jobs over its share back to their
+// place), but a key's first job may then be behind the backlog of another
+// key in its lane.
 
 const (
 	// laneTTL is how long a key keeps its lane after its last look-up.
