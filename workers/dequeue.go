@@ -31,9 +31,11 @@ import (
 //     to the front, asynq's forwarder moving due jobs) ends that at once. A
 //     job another process enqueues in a member this one took as empty is
 //     seen at most emptyFor late;
-//   - among the others, a member is drawn with the weight family.go gives
-//     its priority (levelWeight), or, under StrictPriority, the highest
-//     priority is taken, its lanes drawn alike.
+//   - among the others, the highest priority with jobs is taken, its lanes
+//     drawn alike, but for one fetch in lowEvery, which is the lower
+//     priorities' (drawn among them by levelWeight): strict priority with a
+//     floor at dequeue, as the bucket grants (docs/priorities.md). Under
+//     StrictPriority there is no such floor.
 //
 // asynq reads the queue of the job it got from the job itself, never from
 // the name it asked for, so the job is run, acknowledged and leased in its
@@ -47,8 +49,20 @@ type chooser struct {
 	strict   bool
 	mu       sync.Mutex
 	until    map[string]time.Time // by queue name: taken as empty until then
-	families map[string][]member  // by the name asynq asked for: its family
+	families map[string]*fetches  // by the name asynq asked for: its family
 }
+
+// fetches is a family as the chooser sees it: its members, highest
+// priority first, and how many fetches it has answered.
+type fetches struct {
+	members []member
+	n       int
+}
+
+// lowEvery makes one fetch in lowEvery the lower priorities' while a higher
+// one has jobs: 8 %, above the bucket's default floor of 5 %, so that the
+// floor has jobs to grant.
+const lowEvery = 12
 
 // member is a queue of a family, with its priority.
 type member struct {
@@ -57,19 +71,19 @@ type member struct {
 }
 
 func newChooser(emptyFor time.Duration, strict bool) *chooser {
-	return &chooser{emptyFor: emptyFor, strict: strict, until: make(map[string]time.Time), families: make(map[string][]member)}
+	return &chooser{emptyFor: emptyFor, strict: strict, until: make(map[string]time.Time), families: make(map[string]*fetches)}
 }
 
-// family is the members of asked's family, highest priority first; under mu.
-func (h *chooser) family(asked string) []member {
+// family is asked's family; under mu.
+func (h *chooser) family(asked string) *fetches {
 	if f, ok := h.families[asked]; ok {
 		return f
 	}
 	base, _, _, _ := queue.ParseMember(asked)
-	var f []member
+	f := &fetches{}
 	for p := queue.HighestPriority; p <= queue.LowestPriority; p++ {
 		for lane := range queue.Lanes {
-			f = append(f, member{queue.Member(base, p, lane), p})
+			f.members = append(f.members, member{queue.Member(base, p, lane), p})
 		}
 	}
 	h.families[asked] = f // bounded: asynq asks for the pool's queues only
@@ -125,24 +139,37 @@ func (h *chooser) choose(asked string) (string, bool) {
 	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	f := h.family(asked)
+	empty := func(m member) bool {
+		until, ok := h.until[m.name]
+		return ok && now.Before(until)
+	}
+	top, lower := 0, false
+	for _, m := range f.members {
+		switch {
+		case empty(m):
+		case top == 0:
+			top = m.prio
+		case m.prio > top:
+			lower = true
+		}
+	}
+	if top == 0 {
+		return "", false
+	}
+	f.n++
+	low := lower && !h.strict && f.n%lowEvery == 0
 	var (
 		pick  string
 		total int
-		top   = queue.LowestPriority + 1
 	)
-	for _, m := range h.family(asked) {
-		if until, ok := h.until[m.name]; ok && now.Before(until) {
+	for _, m := range f.members {
+		if empty(m) || low != (m.prio > top) {
 			continue
 		}
-		w := levelWeight(m.prio)
-		if h.strict {
-			if m.prio > top {
-				continue
-			}
-			if m.prio < top {
-				top, total = m.prio, 0
-			}
-			w = 1
+		w := 1 // the top priority's lanes alike
+		if low {
+			w = levelWeight(m.prio)
 		}
 		// A weighted draw in one pass: m replaces the pick with
 		// probability w over the weight seen so far.
@@ -151,7 +178,7 @@ func (h *chooser) choose(asked string) (string, bool) {
 			pick = m.name
 		}
 	}
-	return pick, pick != ""
+	return pick, true
 }
 
 func (h *chooser) mark(q string) {

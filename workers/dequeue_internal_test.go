@@ -9,10 +9,10 @@ import (
 	"github.com/sluicehq/sluice/queue"
 )
 
-// The chooser draws among the members that may have jobs by their
-// priority's weight: priority 5 against priority 1 is taken in one fetch
-// of 17; under StrictPriority, always the highest, its lanes alike; none
-// when every member is taken as empty.
+// The chooser takes among the members that may have jobs the highest
+// priority, its lanes alike, but for one fetch in 12, the lower
+// priorities' (drawn by their weights); under StrictPriority, always the
+// highest; none when every member is taken as empty.
 func TestChooserDraw(t *testing.T) {
 	const draws = 20000
 	count := func(h *chooser, asked string) map[string]int {
@@ -38,7 +38,13 @@ func TestChooserDraw(t *testing.T) {
 	onlyBusy(h, "q:p1", "q:p5:l2")
 	n := count(h, "q:p3:l1") // whichever member asynq asks for
 	assert.Len(t, n, 2, "only the members that may have jobs: %v", n)
-	assert.InDelta(t, 1.0/17, float64(n["q:p5:l2"])/draws, 0.01, "priority 5's share: %v", n)
+	assert.Equal(t, draws/lowEvery, n["q:p5:l2"], "priority 5: one fetch in %d: %v", lowEvery, n)
+
+	h = newChooser(time.Hour, false)
+	onlyBusy(h, "q:p1", "q:p4", "q:p5")
+	n = count(h, "q")
+	assert.Equal(t, draws-draws/lowEvery, n["q:p1"], "the highest: %v", n)
+	assert.InDelta(t, 2.0/3, float64(n["q:p4"])/float64(draws/lowEvery), 0.05, "the lower ones by weight, 2:1: %v", n)
 
 	h = newChooser(time.Hour, false)
 	onlyBusy(h, "q", "q:p3:l1", "q:p3:l3")

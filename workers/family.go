@@ -12,15 +12,15 @@ import (
 // weight: it still picks among the configured queues as before (weighted,
 // or under Config.StrictPriority in order of weight). Which member of the
 // family a fetch takes a job from is chooser's (dequeue.go): among the
-// members that may have jobs, a member of priority p is drawn with weight
-// levelWeight(p), so that while both have jobs priority 1 is taken 16
-// times as often as priority 5, which is still taken in one fetch of 17
-// (about 6 %): enough for the bucket's floor to have low-priority jobs to
-// grant. Lanes of one level weigh the same: keys in different lanes are
-// dequeued alike, whatever either's backlog. Under StrictPriority the
-// highest priority with jobs is taken, its lanes drawn alike.
+// members that may have jobs, the highest priority, its lanes alike, but
+// for one fetch in 12 (8 %), which goes to the lower priorities, drawn by
+// levelWeight: enough for the bucket's floor (5 % by default) to have
+// low-priority jobs to grant. Lanes of one level are taken alike: keys in
+// different lanes are dequeued alike, whatever either's backlog. Under
+// StrictPriority the highest priority with jobs is always taken.
 
-// levelWeight is the weight of priority p's members relative to priority 5's.
+// levelWeight is the weight of priority p's members relative to priority
+// 5's, when a fetch goes to the priorities below the highest with jobs.
 func levelWeight(p int) int { return 1 << (queue.LowestPriority - p) }
 
 // familyQueues is the asynq queue configuration that serves the families of

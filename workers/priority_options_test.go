@@ -24,7 +24,7 @@ import (
 // Every job runs once, in the member of its queue for its priority and its
 // tenant's lane, whatever sent it back meanwhile (its share, the cooldown,
 // the change of policy); b's priority-1 jobs are not behind a's backlog.
-func TestPoolPriorityWithEveryOption(t *testing.T) {
+func TestPoolLanesWithEveryOption(t *testing.T) {
 	h := newHarness(t)
 	cfg := h.config(t)
 	p, err := workers.NewPool(cfg)
