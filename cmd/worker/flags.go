@@ -63,7 +63,10 @@ Flags:
                            cost= is a number or one of {payload.FIELD}, {header.NAME}, and for
                            http:request {body.FIELD}: a job whose cost is missing, not a whole
                            number, under 1 or over the burst is archived with the reason
-                           in-flight=N: at most N of these jobs run at once across the fleet
+                           in-flight=N: at most N of these jobs run at once across the fleet;
+                             in-flight=auto[:[FLOOR-]CEIL]: a bound that follows the upstream's
+                             latency (for services that slow down instead of saying 429), from
+                             FLOOR (default 1) to CEIL (default 1000); see docs/adaptive.md
                            policy=P, what the limit promises (default token-bucket):
                              token-bucket    RATE per UNIT on average, bursts up to burst=N
                                              (default: a second's worth, at least 1)
@@ -97,7 +100,7 @@ Flags:
   --limits FILE            limits file, JSON {"limits": [{"type": "...", "rate": "50/s", ...}]}
                            or, named .yaml or .yml, YAML of the same schema,
                            with the spec's options as fields ("policy", "burst", "slots",
-                           "capacity", "key", "max_wait", "cost", "global", "in_flight",
+                           "capacity", "key", "max_wait", "cost", "global", "in_flight" (N or "auto:…"),
                            "adapt": true|false|"key", "floor", "fair": true|false,
                            "weights": {"KEY": N}, "priority": true|false, "priority_floor": PCT);
                            a type's named limits as a list under it,
