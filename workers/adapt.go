@@ -3,7 +3,7 @@ package workers
 import (
 	"context"
 
-	"github.com/sluicehq/sluice/backoff"
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // This file is how what a job learns of its upstream reaches its policy's
@@ -28,18 +28,16 @@ func (p *Pool) adaptRefused(ctx context.Context, j *job) {
 	}
 }
 
-// announced makes the rate the upstream announced (q.Rate > 0) the
-// effective rate of job j's upstream's bucket, never above its ceiling.
-func (p *Pool) announced(ctx context.Context, j *job, q backoff.Quota) {
+// announced makes rate (per the ceiling's period), which the upstream
+// announced or its capacity implies (capacity), the effective rate of job
+// j's upstream's bucket, never above its ceiling. It returns the effective
+// rate after, 0 if the store could not say.
+func (p *Pool) announced(ctx context.Context, j *job, rate float64) float64 {
 	a := j.pol.adaptive
-	rate := q.Rate * a.Ceiling.Period.Seconds()
-	if a.Ceiling.Period == 0 {
-		rate = q.Rate
-	}
 	st, changed, err := p.cfg.Limiter.Announced(context.WithoutCancel(ctx), j.upstream(), *a, rate)
 	if err != nil {
 		j.logger().Debug("workers: cannot report the announced quota", "err", err)
-		return
+		return 0
 	}
 	if j.probe != nil {
 		p.probeAnswered(ctx, j, st.Rate)
@@ -49,6 +47,15 @@ func (p *Pool) announced(ctx context.Context, j *job, q backoff.Quota) {
 		j.logger().Info("workers: the upstream announced its quota: the fleet's effective rate for the bucket follows it",
 			"bucket", j.upstream(), "rate", st.Rate, "ceiling", a.Ceiling.Rate, "per", a.Ceiling.Period.String())
 	}
+	return st.Rate
+}
+
+// perPeriod is rate, per second, per the ceiling's period of a.
+func perPeriod(a throttle.Adaptive, rate float64) float64 {
+	if a.Ceiling.Period == 0 {
+		return rate
+	}
+	return rate * a.Ceiling.Period.Seconds()
 }
 
 // adaptSucceeded counts a success of job j for its upstream's adaptive bucket.

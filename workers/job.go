@@ -720,8 +720,9 @@ func (p *Pool) upstream(ctx context.Context, j *job, up *UpstreamError) fate {
 	}
 	trace.SpanFromContext(ctx).AddEvent("upstream refused", trace.WithAttributes(
 		attribute.Int("http.response.status_code", up.StatusCode), attribute.Float64("sluice.cooldown_s", d.Seconds())))
-	if j.pol != nil && j.pol.adaptive != nil {
-		p.applyNote(ctx, j)
+	if j.pol != nil && j.pol.adaptive != nil && !p.applyNote(ctx, j) {
+		// A quota spent at a rate the upstream said is its reset's wait,
+		// not an overload: the rate stands (applyNote).
 		p.adaptRefused(ctx, j)
 	}
 	if !cool {
