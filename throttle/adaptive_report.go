@@ -84,8 +84,10 @@ func (l *Limiter) AdaptiveLimit(ctx context.Context, key string, a Adaptive) (Li
 
 // Refused reports an upstream's refusal (a 429, or a 503 with Retry-After)
 // for adaptive bucket key at once: it lowers the fleet's effective rate,
-// once per overload episode. It returns the state after, and whether it
-// is lower than the rate this Limiter last read.
+// once per overload episode. It returns the state after, and whether this
+// refusal lowered it or it is lower than the rate this Limiter last read
+// (another refusal of the episode, which lowered it before this Limiter read
+// it, is not one).
 func (l *Limiter) Refused(ctx context.Context, key string, a Adaptive) (st AdaptState, lowered bool, err error) {
 	ad := &l.adapts
 	ad.mu.Lock()
@@ -95,7 +97,8 @@ func (l *Limiter) Refused(ctx context.Context, key string, a Adaptive) (st Adapt
 	cctx, cancel := context.WithTimeout(ctx, adaptCallTimeout)
 	defer cancel()
 	st, err = l.report(cctx, key, a, answer{refused: true})
-	return st, err == nil && (!known || st.Rate < before.st.Rate), err
+	now := err == nil && st.Reason == adaptRefused && st.Age == 0 // this call moved it
+	return st, now || (err == nil && known && st.Rate < before.st.Rate), err
 }
 
 // Succeeded counts a request the upstream served under adaptive bucket

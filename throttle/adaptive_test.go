@@ -270,3 +270,35 @@ func TestAdaptiveColdNotCached(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "ceiling", st.Reason, "and lim reads it anew")
 }
+
+// Refused says lowered only for the refusal that lowered the rate (or a
+// rate lower than the Limiter last read): the other refusals of the
+// episode, by processes that had not read the bucket, are not decreases,
+// and the pool does not re-plan its waiting jobs for each of them.
+func TestAdaptiveRefusedLoweredOncePerEpisode(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	for name, store := range storesOnClock(t, clock) {
+		t.Run(name, func(t *testing.T) {
+			clock.at(0)
+			prefix := WithKeyPrefix(redistest.Prefix(t))
+			procs := []*Limiter{NewLimiter(store, prefix), NewLimiter(store, prefix), NewLimiter(store, prefix)}
+			st, lowered, err := procs[0].Refused(ctx, "api", adaptive80)
+			require.NoError(t, err)
+			assert.True(t, lowered, "the first refusal lowers")
+			assert.InDelta(t, 48.0, st.Rate, 1e-9)
+			for i, l := range procs[1:] {
+				clock.at(int64(100_000 * (i + 1)))
+				st, lowered, err = l.Refused(ctx, "api", adaptive80)
+				require.NoError(t, err)
+				assert.False(t, lowered, "step %d: the same episode", i)
+				assert.InDelta(t, 48.0, st.Rate, 1e-9, "step %d", i)
+			}
+			clock.at(1_200_000)
+			st, lowered, err = procs[2].Refused(ctx, "api", adaptive80)
+			require.NoError(t, err)
+			assert.True(t, lowered, "the next episode lowers again")
+			assert.InDelta(t, 28.8, st.Rate, 1e-9)
+		})
+	}
+}
