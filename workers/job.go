@@ -679,8 +679,13 @@ func (p *Pool) result(ctx context.Context, j *job, err error) fate {
 	p.warnMalformed(j)
 	if err == nil {
 		if j.pol != nil && j.pol.adaptive != nil {
-			p.adaptSucceeded(ctx, j)
+			// The announcement first: a cold bucket's first answer is
+			// the one the fleet waits for (coldstart.go), and reported
+			// first, the success would end the cold start at the
+			// ceiling for the moment before the announcement, in which
+			// other processes would take turns at it.
 			p.applyNote(ctx, j)
+			p.adaptSucceeded(ctx, j)
 		}
 		if j.pol != nil && j.pol.settles { // charged what it really used (charge.go)
 			p.charge(ctx, j)
