@@ -114,3 +114,34 @@ func (p *Pool) adaptiveRate(ctx context.Context, j *job) (float64, error) {
 // is rounded to a picosecond, so it may differ from the rate itself in its
 // last digits; an exact comparison would give up every turn, forever.
 func dropped(now, booked float64) bool { return now < 0.95*booked }
+
+// UpstreamAdaptive returns the bucket whose effective rate the answers of
+// pol's upstream set, and its adaptive limit, for a program that shows it
+// (Limiter.AdaptiveLimit): with Key and Global, the global bucket (GlobalKey),
+// as the upstream's quota is the account every key shares; without Key, the
+// first limit's own bucket. ok is false when pol does not adapt, when its
+// upstream's bucket is one per key (AdaptKey, or Key without Global), or
+// when that bucket is not a token bucket (throttle.Limit).
+func UpstreamAdaptive(pol Policy) (key string, a throttle.Adaptive, ok bool) {
+	if !pol.Adapt {
+		return "", throttle.Adaptive{}, false
+	}
+	limits, err := limitsOf(pol)
+	if err != nil || len(limits) == 0 {
+		return "", throttle.Adaptive{}, false
+	}
+	ceiling := limits[0].Limit
+	switch {
+	case pol.Key != nil && !isNil(pol.Global) && !pol.AdaptKey:
+		ceiling, key = pol.Global, GlobalKey(pol)
+	case pol.Key != nil:
+		return "", throttle.Adaptive{}, false
+	default:
+		key = BucketKey(pol, pol.Name, limits[0].Name)
+	}
+	l, ok := limitOf(ceiling)
+	if !ok {
+		return "", throttle.Adaptive{}, false
+	}
+	return key, throttle.Adaptive{Ceiling: l, Floor: pol.AdaptFloor}, true
+}
