@@ -22,14 +22,11 @@ import (
 // recovery climbs back up to it, never past it while answers say it.
 
 // capacityRate is the rate, per the ceiling's period, at which a's bucket
-// holds q's Limit; 0 if q says a rate (announced instead), no limit, or one
-// the configured burst does not exceed.
+// holds q's Limit (backoff.Quota.CapacityRate); 0 if q says a rate
+// (announced instead), no limit, or one the configured burst does not
+// exceed.
 func capacityRate(a throttle.Adaptive, q backoff.Quota) float64 {
-	b := float64(a.Ceiling.Burst)
-	if q.Rate > 0 || q.Limit <= 0 || q.Limit >= b {
-		return 0
-	}
-	return a.Ceiling.Rate * q.Limit / b
+	return q.CapacityRate(a.Ceiling.Rate, a.Ceiling.Burst)
 }
 
 // capacity applies the capacity q announces to job j's upstream's adaptive
