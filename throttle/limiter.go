@@ -85,10 +85,7 @@ func (l *Limiter) check(req *request) error {
 		}
 		b.Limit = a
 		if _, ok := a.(Adaptive); ok {
-			if req.adapt != 0 && req.adapt != i+1 {
-				return invalidf("buckets %q and %q are both Adaptive: a call may adapt one bucket", req.at(req.adapt-1).Key, b.Key)
-			}
-			req.adapt = i + 1
+			req.adapts++
 		}
 		if b.Share != nil {
 			if err := req.setShare(b); err != nil {

@@ -288,7 +288,7 @@ func (m *memShard) decide(req request) decision {
 			for i := range cs {
 				m.close(&cs[i], now)
 				if cs[i].taken.burst > 0 {
-					d.taken = cs[i].taken
+					d.taken = append(d.taken, cs[i].taken)
 				}
 			}
 			return d
@@ -321,7 +321,7 @@ func (m *memShard) decide(req request) decision {
 	d := decision{now: now, wait: s - now}
 	for i := range cs {
 		if cs[i].taken.burst > 0 {
-			d.taken = cs[i].taken
+			d.taken = append(d.taken, cs[i].taken)
 		}
 	}
 	if k > 1 {
