@@ -41,11 +41,11 @@ func ObserveResponse(ctx context.Context, resp *http.Response) {
 
 // ObserveAnswer is ObserveResponse for an answer the handler parsed itself.
 //
-// The pool applies the quota of requests to the upstream's bucket. The
-// quotas of tokens (Tokens, InputTokens, OutputTokens) are kept with it but
-// apply to no bucket: they are for a policy's named limit of that name
-// (NamedLimit.Name "tokens"), which does not adapt, as only the upstream's
-// bucket of a job does.
+// The pool applies the quota of requests to the upstream's bucket, and each
+// quota of tokens (Tokens, InputTokens, OutputTokens) to the policy's limit
+// named for it (NamedLimit.Name "tokens", "input-tokens", "output-tokens"),
+// which adapts to it under Policy.Adapt (unless the upstream's bucket is
+// Global: the named limits are then per key).
 func ObserveAnswer(ctx context.Context, a backoff.Answer) {
 	n, _ := ctx.Value(noteKey{}).(*upstreamNote)
 	if n == nil {
@@ -92,6 +92,7 @@ func (p *Pool) warnMalformed(j *job) {
 // refusal that says so (GitHub's 403) is then that wait, not an overload,
 // and lowers nothing either.
 func (p *Pool) applyNote(ctx context.Context, j *job) (spentAtWord bool) {
+	p.applyTokens(ctx, j) // tokens.go
 	j.note.mu.Lock()
 	q, ok := j.note.last.Quota(backoff.Requests)
 	j.note.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/sluicehq/sluice/backoff"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -181,6 +182,11 @@ type policy struct {
 	fp       string               // fingerprint of the limits, for the tickets booked under them
 	late     time.Duration        // how late past its slot a ticket is still honoured (see lateTicket)
 	settles  bool                 // a limit has a SettleFrom: its jobs are charged what they used (charge)
+	// tokens are the limits (by index, never the first) named for the
+	// upstream's quotas of tokens, which adapt to its announcements of
+	// them (tokens.go); none without Adapt, or when the upstream's bucket
+	// is Global.
+	tokens map[backoff.Resource]int
 }
 
 // CheckName reports why name cannot be a Policy's Name, or nil: it is
@@ -329,6 +335,7 @@ func newPolicy(pol Policy, defaultWait time.Duration, concurrency int) (*policy,
 		}
 		p.adaptive = &a
 	}
+	p.tokens = tokenLimits(p)
 	p.fp = fingerprint(p)
 	p.late = lateTicket(p.limits, p.global)
 	p.settles = slices.ContainsFunc(p.limits, func(l NamedLimit) bool { return l.SettleFrom != nil })
@@ -437,6 +444,8 @@ func (p *policy) buckets(t *asynq.Task, m queue.Meta) ([]throttle.Bucket, string
 		var lim throttle.Policy = l.Limit
 		if i == 0 && p.adaptive != nil && !p.upGlobal {
 			lim = *p.adaptive // taken at the fleet's effective rate, read by the same call
+		} else if a, ok := p.tokenAdaptive(i); ok {
+			lim = a // at the rate the upstream announced for its tokens (tokens.go)
 		}
 		b := BucketKey(p.Policy, key, l.Name)
 		if len(b) > throttle.MaxKeyLen {
