@@ -399,8 +399,17 @@ func (m *memShard) charge(_ context.Context, req request, d decision, used int, 
 	}
 	m.markers[marker] = max(slot, now) + 1_000_000
 	c := m.open(req.prefix, &req.one, now)
+	tb, isTB := c.m.(*tbModule)
+	var before pico
+	holes := len(c.hs.list) > 0
+	if isTB {
+		before = tb.tat
+	}
 	if used != c.n {
 		c.m.settle(now, c.n, used, d.handle, slot, &c.hs)
+	}
+	if isTB && req.one.UpstreamSettle && used < c.n && !holes && len(c.hs.list) == 0 {
+		tb.refund(now, c.n-used, before)
 	}
 	m.close(&c, now)
 	return true, nil

@@ -360,7 +360,11 @@ func (s *RedisStore) charge(ctx context.Context, req request, d decision, used i
 	keys := bucketKeys(make([]string, 0, 5), req.prefix, &req.one)
 	keys = append(keys, keys[0]+":settle:"+id)
 	args := bucketArgs(append(make([]any, 0, 11), s.now(), strconv.FormatInt(d.slot(), 10)), &req.one)
-	args = append(args, d.handle.us, d.handle.ps, used)
+	upstream := 0
+	if req.one.UpstreamSettle {
+		upstream = 1
+	}
+	args = append(args, d.handle.us, d.handle.ps, used, upstream)
 	v, err := bucketScripts[scriptSettle][req.kind()].Run(ctx, s.rdb, keys, args...).Int64()
 	if err != nil {
 		return false, s.fail("settle", err)

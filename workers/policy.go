@@ -451,7 +451,9 @@ func (p *policy) buckets(t *asynq.Task, m queue.Meta) ([]throttle.Bucket, string
 		if len(b) > throttle.MaxKeyLen {
 			return nil, "", fmt.Errorf("%w: policy %q: key is %d bytes, more than %d", ErrKey, p.Name, len(key), throttle.MaxKeyLen-len(b)+len(key))
 		}
-		bs = append(bs, throttle.Bucket{Key: b, Limit: lim, N: n})
+		// A settled limit gives back what the job did not use as the
+		// upstream does when it answers (charge.go).
+		bs = append(bs, throttle.Bucket{Key: b, Limit: lim, N: n, UpstreamSettle: l.SettleFrom != nil})
 	}
 	if p.global != nil {
 		g := throttle.Bucket{Key: GlobalKey(p.Policy), Limit: p.global, N: bs[0].N}
