@@ -22,7 +22,7 @@ func TestSettleUpstream(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		upstream bool
-		ahead    bool // a booking waits for its turn when X settles
+		ahead    bool          // a booking waits for its turn when X settles
 		at       int64         // µs: when X settles
 		full     time.Duration // until the bucket is full, after X settles at 20
 	}{
