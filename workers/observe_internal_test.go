@@ -50,3 +50,13 @@ func TestCapacityRate(t *testing.T) {
 	perMinute := throttle.Adaptive{Ceiling: throttle.Limit{Rate: 3000, Period: time.Minute, Burst: 100}}
 	assert.InDelta(t, 1500.0, capacityRate(perMinute, backoff.Quota{Limit: 50}), 1e-9, "per the ceiling's period")
 }
+
+// TestStaleTurn: a job that woke later after its turn than its policy
+// honours a ticket gives the turn up, once; then it runs however late.
+func TestStaleTurn(t *testing.T) {
+	slot := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	j := &job{pol: &policy{late: 50 * time.Millisecond}}
+	assert.False(t, staleTurn(j, slot, slot.Add(50*time.Millisecond)), "within the lateness a ticket has")
+	assert.True(t, staleTurn(j, slot, slot.Add(200*time.Millisecond)), "a stall: a new turn")
+	assert.False(t, staleTurn(j, slot, slot.Add(time.Second)), "once only")
+}
