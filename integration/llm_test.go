@@ -155,6 +155,28 @@ func TestLLMSettleMakespan(t *testing.T) {
 	assert.LessOrEqual(t, status[http.StatusTooManyRequests], jobs/100, "at most 1%% refused")
 }
 
+// The same with a model that answers in 200 ms, longer than a job's
+// max_tokens take to come back (100 ms): the upstream holds each call's
+// max_tokens until it answers, so the best a client can do is
+// bestAdmitted's (5.10 s, 1.19x the ideal from the tokens used); settled by
+// the upstream's rule (throttle.Bucket.UpstreamSettle), the fleet comes
+// within 1.25x of that, where the settled-cost rule gave nothing back and
+// was bound by max_tokens (23.5 s).
+func TestLLMSettleMakespanLatency(t *testing.T) {
+	const (
+		jobs      = 240
+		maxTokens = 100
+		use       = 20
+	)
+	c := llmConfig{TokenRate: 1000, TokenBurst: 500, Latency: 200 * time.Millisecond}
+	makespan, ideal, status := runLLM(t, 3, jobs, maxTokens, use, c, true)
+	best := bestAdmitted(jobs, maxTokens, use, c, 30)
+	t.Logf("settled, 200 ms answers: makespan %.3fs; ideal from the tokens used %.3fs (%.2f×); the best the upstream admits %.3fs (%.2f×); answers %v",
+		makespan.Seconds(), ideal.Seconds(), makespan.Seconds()/ideal.Seconds(), best.Seconds(), makespan.Seconds()/best.Seconds(), status)
+	assert.LessOrEqual(t, makespan.Seconds(), 1.25*best.Seconds(), "within 1.25× the best the upstream admits")
+	assert.LessOrEqual(t, status[http.StatusTooManyRequests], jobs/50, "at most 2%% refused")
+}
+
 // Without settle, the same jobs are charged max_tokens: the makespan is
 // bound by it, five times the tokens they use.
 func TestLLMWithoutSettle(t *testing.T) {
