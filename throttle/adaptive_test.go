@@ -303,10 +303,11 @@ func TestAdaptiveRefusedLoweredOncePerEpisode(t *testing.T) {
 	}
 }
 
-// An announced rate confirmed by a later answer holds against the lower
-// readings of the same quota for a hold from the confirmation, not from the
-// first announcement: a Limiter reports a confirmation once the standing
-// rate is a quarter of a hold old. (Before, each Limiter skipped every
+// An announced rate confirmed by a later answer (the same rate, or one
+// within 5 % under it) holds against the lower readings of the same quota
+// for a hold from the confirmation, not from the first announcement: a
+// Limiter reports a confirmation once the standing rate is a quarter of a
+// hold old. (Before, each Limiter skipped every
 // confirmation, and the first lower reading a hold after the first
 // announcement set the rate: OpenAI-style fields, whose readings range
 // from two thirds of the real rate to it, gave a rate that sagged each
@@ -326,11 +327,15 @@ func TestAdaptiveAnnouncedConfirmationHolds(t *testing.T) {
 			require.Equal(t, "header", st.Reason)
 			_, _, err = lim.Announced(ctx, "api", adaptive80, 50) // the confirmation is reported
 			require.NoError(t, err)
-			clock.at(1_200_000) // a hold after the first, not after the confirmation
+			clock.at(1_000_000) // a reading within 5 % under it confirms it too
+			st, _, err = lim.Announced(ctx, "api", adaptive80, 48)
+			require.NoError(t, err)
+			assert.InDelta(t, 50.0, st.Rate, 1e-9, "confirmed, not lowered")
+			clock.at(1_900_000) // a hold after the first, not after the confirmations
 			st, _, err = lim.Announced(ctx, "api", adaptive80, 38)
 			require.NoError(t, err)
 			assert.InDelta(t, 50.0, st.Rate, 1e-9, "a lower reading within a hold of the confirmation")
-			clock.at(1_400_000)
+			clock.at(2_100_000)
 			st, _, err = lim.Announced(ctx, "api", adaptive80, 38)
 			require.NoError(t, err)
 			assert.InDelta(t, 38.0, st.Rate, 1e-9, "after it, the lower rate")
