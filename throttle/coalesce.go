@@ -8,8 +8,9 @@ import (
 
 // Coalescing: the calls of one shape in one Limiter share store round trips.
 //
-// A call's shape is its buckets (keys, policies and n, at most two buckets,
-// no Share); calls of one shape differ only in how long they accept to wait.
+// A call's shape is its buckets (keys, policies and n, at most two buckets)
+// and its Share if it has one (tenant, priority, weight...); calls of one
+// shape differ only in how long they accept to wait.
 // The first call of a shape goes to the store at once, alone, as it would
 // without coalescing. Calls of that shape that come while a call of it is
 // out queue up; when it returns they go, the whole queue (up to maxBatch),
@@ -36,18 +37,22 @@ const batchGrace = 100 * time.Millisecond
 // shape is what the calls of one batch have in common.
 type shape struct {
 	prefix   string
-	one, two Bucket
+	one, two Bucket // without their Share pointers: sh is the Share's value
 	k        int
+	sh       share
 }
 
 // shapeOf is req's shape, or false for a call that is not coalesced.
 func shapeOf(req *request) (shape, bool) {
-	if req.share != nil || req.len() > 2 {
+	if req.len() > 2 {
 		return shape{}, false
 	}
 	s := shape{prefix: req.prefix, one: req.one, k: req.len()}
 	if s.k == 2 {
 		s.two = req.more[0]
+	}
+	if req.share != nil {
+		s.sh, s.one.Share, s.two.Share = *req.share, nil, nil
 	}
 	return s, true
 }

@@ -285,3 +285,30 @@ func ExampleShare() {
 	// a booked 3 turns ahead, then: true
 	// b books: true
 }
+
+// A Share with a Priority on a bucket of its own: a backlog of priority 5
+// books only its horizon ahead, and a caller of priority 1 books next,
+// behind those turns, never behind the backlog.
+func ExampleShare_priority() {
+	lim := throttle.NewLimiter(throttle.NewMemoryStore())
+	limit := throttle.Limit{Rate: 10, Period: time.Second, Burst: 1} // a turn every 100 ms
+	ctx := context.Background()
+	take := func(priority int) (*throttle.Reservation, error) {
+		return lim.ReserveAll(ctx, []throttle.Bucket{{Key: "email", Limit: limit,
+			Share: &throttle.Share{Tenant: "email", Priority: priority, Horizon: 250 * time.Millisecond}}}, time.Minute)
+	}
+	booked := 0
+	for {
+		if _, err := take(5); errors.Is(err, throttle.ErrOverShare) {
+			break // the rest of the backlog goes away, to come back at its places
+		}
+		booked++
+	}
+	r, err := take(1)
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	fmt.Println("priority 5 booked", booked, "turns; priority 1 waits", r.Delay().Round(100*time.Millisecond))
+	// Output: priority 5 booked 3 turns; priority 1 waits 300ms
+}

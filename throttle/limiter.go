@@ -98,7 +98,7 @@ func (l *Limiter) check(req *request) error {
 			req.adapts++
 		}
 		if b.Share != nil {
-			if err := req.setShare(b); err != nil {
+			if err := req.setShare(b, i); err != nil {
 				return err
 			}
 		}
@@ -106,10 +106,12 @@ func (l *Limiter) check(req *request) error {
 	return nil
 }
 
-// setShare checks the Share of bucket b of req and sets req.share. (Apart
-// from check, so that a call without a Share allocates none.)
-func (req *request) setShare(b *Bucket) error {
+// setShare checks the Share of bucket b, the i-th (from 0) of req, and sets
+// req.share. (Apart from check, so that a call without a Share allocates
+// none.)
+func (req *request) setShare(b *Bucket, i int) error {
 	sh, err := checkShare(b)
+	sh.at = int64(i + 1)
 	switch {
 	case err != nil:
 		return err

@@ -282,7 +282,8 @@ func (m *memShard) decide(req request) decision {
 	}
 	var sc *shareCall
 	if req.share != nil {
-		sc = m.shared.load(req.prefix, req.share, now)
+		sc = m.shared.load(req.prefix, req.share, now, max(now, m.cooldownAt(req.prefix, req.share.bucket, now)))
+		sc.rate(cs[req.share.at-1].taken)
 		if wait, over := sc.over(now); over {
 			d := decision{now: now, wait: wait, overShare: true}
 			for i := range cs {

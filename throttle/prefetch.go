@@ -96,7 +96,9 @@ func newPrefetcher(below seam, b batcher, n int) *prefetcher {
 // stashed, else a store call that books req and the extras.
 func (p *prefetcher) reserve(ctx context.Context, req request) (decision, request, error) {
 	sh, ok := shapeOf(&req)
-	if !ok || sh.k != 1 {
+	if !ok || sh.k != 1 || req.share != nil {
+		// A grant booked ahead for a caller of a Share would be booked
+		// at its tenant's and level's place of now, not of its caller's.
 		return p.seam.reserve(ctx, req)
 	}
 	want, fresh := 0, p.fresh(sh.one)

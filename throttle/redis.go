@@ -119,11 +119,7 @@ func (s *RedisStore) reserve(ctx context.Context, req request) (decision, error)
 		keys = bucketKeys(keys, req.prefix, req.at(i))
 		args = bucketArgs(args, req.at(i))
 	}
-	if sh := req.share; sh != nil {
-		tags, info := shareKeys(req.prefix, sh.bucket)
-		keys = append(keys, tags, info)
-		args = append(args, sh.tenant, sh.weight, sh.horizon, sh.t, sh.n)
-	}
+	keys, args = shareArgs(keys, args, &req)
 	v, err := runInts(ctx, s.rdb, bucketScripts[scriptReserve][req.kind()], keys, args)
 	if err != nil {
 		return decision{}, s.fail("reserve", err)
@@ -135,9 +131,20 @@ func (s *RedisStore) reserve(ctx context.Context, req request) (decision, error)
 	return ds[0], nil
 }
 
+// shareArgs appends the keys and arguments of req's Share, if it has one
+// (lua/share.lua).
+func shareArgs(keys []string, args []any, req *request) ([]string, []any) {
+	if sh := req.share; sh != nil {
+		tags, info := shareKeys(req.prefix, sh.bucket)
+		keys = append(keys, tags, info)
+		args = append(args, sh.tenant, sh.weight, sh.horizon, sh.t, sh.n, sh.level, sh.floor, sh.at)
+	}
+	return keys, args
+}
+
 // reserveBatch is reserve for calls of one shape: the buckets (and so the
-// keys and arguments) of reqs[0], each call's own longest wait, one script
-// call (lua/reserve_batch.lua).
+// keys and arguments) of reqs[0] and its Share, each call's own longest
+// wait, one script call (lua/reserve_batch.lua).
 func (s *RedisStore) reserveBatch(ctx context.Context, reqs []request) ([]decision, error) {
 	req := reqs[0]
 	if lean(&req) {
@@ -156,6 +163,7 @@ func (s *RedisStore) reserveBatch(ctx context.Context, reqs []request) ([]decisi
 		keys = bucketKeys(keys, req.prefix, req.at(i))
 		args = bucketArgs(args, req.at(i))
 	}
+	keys, args = shareArgs(keys, args, &req)
 	v, err := runInts(ctx, s.rdb, bucketScripts[scriptBatch][req.kind()], keys, args)
 	if err != nil {
 		return nil, s.fail("reserve", err)

@@ -279,9 +279,9 @@ func TestShares(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, 2, count)
 			require.Len(t, got, 2)
-			assert.Equal(t, TenantShare{Tenant: "a", Weight: 1, Share: 0.25, Ahead: 520 * time.Millisecond, Waiting: 5}, got[0],
+			assert.Equal(t, TenantShare{Tenant: "a", Weight: 1, Priority: 3, Share: 0.25, Ahead: 520 * time.Millisecond, Waiting: 5}, got[0],
 				"a booked 520 ms ahead; five places handed out, one per 20 ms (the first was the refusal that ended the loop)")
-			assert.Equal(t, TenantShare{Tenant: "b", Weight: 3, Share: 0.75, Ahead: 26667 * time.Microsecond}, got[1],
+			assert.Equal(t, TenantShare{Tenant: "b", Weight: 3, Priority: 3, Share: 0.75, Ahead: 26667 * time.Microsecond}, got[1],
 				"b's turn moved its clock by T·W/w = 20 ms · 4/3")
 			top, count, err := lim.Shares(ctx, "{acct}:global", shareGlobal, 1)
 			require.NoError(t, err)

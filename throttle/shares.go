@@ -9,12 +9,17 @@ import (
 	"time"
 )
 
-// TenantShare is one tenant of a shared bucket as Limiter.Shares reads it.
+// TenantShare is one tenant at one priority level of a shared bucket as
+// Limiter.Shares reads it.
 type TenantShare struct {
 	Tenant string
 	Weight int
-	// Share is the tenant's part of the bucket's rate now: its weight over
-	// the weights of every tenant with turns ahead.
+	// Priority is the level the tenant's callers asked at (Share.Priority):
+	// a tenant with callers at two levels is listed once for each.
+	Priority int
+	// Share is the tenant's part of the bucket's rate now: its level's part
+	// (all of it, with one level) times its weight over the weights of its
+	// level's tenants with turns ahead.
 	Share float64
 	// Ahead is how far ahead of now the tenant has booked, on its own clock.
 	Ahead time.Duration
@@ -25,9 +30,10 @@ type TenantShare struct {
 }
 
 // Shares lists the tenants of the shared bucket key under policy (the
-// bucket's Limit, as the callers pass it) that have turns ahead: at most
-// most of them, furthest ahead first, and how many there are in all. It
-// takes nothing; it is for status lines and operators.
+// bucket's Limit, as the callers pass it) that have turns ahead, one entry
+// per tenant and priority level: at most most of them, furthest ahead
+// first, and how many there are in all. It takes nothing; it is for status
+// lines and operators.
 func (l *Limiter) Shares(ctx context.Context, key string, policy Policy, most int) ([]TenantShare, int, error) {
 	b, err := l.bucketOf(key, policy)
 	if err != nil {
@@ -42,10 +48,15 @@ func (l *Limiter) Shares(ctx context.Context, key string, policy Policy, most in
 		return nil, 0, err
 	}
 	out := make([]TenantShare, len(v.tenants))
+	floor := v.floor
+	if floor == 0 {
+		floor = defaultFloor
+	}
 	for i, e := range v.tenants {
-		ts := TenantShare{Tenant: e.tenant, Weight: int(e.weight), Ahead: micros(e.tag - v.now)}
-		if v.sum > 0 {
-			ts.Share = float64(e.weight) / float64(v.sum)
+		l, tenant := levelOf(e.tenant)
+		ts := TenantShare{Tenant: tenant, Weight: int(e.weight), Priority: int(l), Ahead: micros(e.tag - v.now)}
+		if v.sums[l] > 0 {
+			ts.Share = float64(e.weight) / float64(v.sums[l]) * float64(sharePart(&v.sums, l, floor)) / 1e6
 		}
 		if e.back > v.now {
 			// back is the place the next caller sent away would get: the
@@ -59,15 +70,20 @@ func (l *Limiter) Shares(ctx context.Context, key string, policy Policy, most in
 
 // shareView is a store's answer to shares.
 type shareView struct {
-	now, sum int64
-	count    int
-	tenants  []shareEntry
+	now, floor int64
+	sums       [numLevels + 1]int64 // each level's sum of weights
+	count      int
+	tenants    []shareEntry
 }
 
+// shareEntry is one pair of a shareView; tenant is the pair's name (pairOf).
 type shareEntry struct {
 	tenant            string
 	tag, weight, back int64
 }
+
+// sharesHead is how many fields of shares.lua's reply come before the pairs.
+const sharesHead = 2 + numLevels + 1
 
 //go:embed lua/shares.lua
 var sharesLua string
@@ -81,7 +97,7 @@ func (s *RedisStore) shares(ctx context.Context, prefix, key string, most int) (
 		return shareView{}, s.fail("shares", err)
 	}
 	a, ok := v.([]any)
-	if !ok || len(a) < 3 || (len(a)-3)%4 != 0 {
+	if !ok || len(a) < sharesHead || (len(a)-sharesHead)%4 != 0 {
 		return shareView{}, storeErr("shares", fmt.Errorf("bad reply %v", v))
 	}
 	num := func(x any) (int64, error) {
@@ -95,13 +111,17 @@ func (s *RedisStore) shares(ctx context.Context, prefix, key string, most int) (
 	}
 	var sv shareView
 	var c int64
-	if sv.now, err = num(a[0]); err == nil {
-		if sv.sum, err = num(a[1]); err == nil {
-			c, err = num(a[2])
+	sv.now, err = num(a[0])
+	for l := 1; err == nil && l <= numLevels; l++ {
+		sv.sums[l], err = num(a[l])
+	}
+	if err == nil {
+		if sv.floor, err = num(a[numLevels+1]); err == nil {
+			c, err = num(a[numLevels+2])
 		}
 	}
 	sv.count = int(c)
-	for i := 3; err == nil && i < len(a); i += 4 {
+	for i := sharesHead; err == nil && i < len(a); i += 4 {
 		e := shareEntry{}
 		var isStr bool
 		if e.tenant, isStr = a[i].(string); !isStr {
@@ -130,7 +150,7 @@ func (m *memShard) shares(_ context.Context, prefix, key string, most int) (shar
 	if ms == nil || ms.till <= now {
 		return v, nil
 	}
-	v.sum = ms.sum
+	v.sums, v.floor = ms.sums, ms.floor
 	for tenant, tag := range ms.tags {
 		if tag > now {
 			v.tenants = append(v.tenants, shareEntry{tenant: tenant, tag: tag, weight: ms.weights[tenant], back: ms.backs[tenant]})

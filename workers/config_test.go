@@ -72,6 +72,9 @@ func TestStartReportsHandleMistakes(t *testing.T) {
 	p.HandleFunc("fair no global", ok, &workers.Policy{Name: "f2", Limit: lim, Key: byTenant, Fair: true})
 	p.HandleFunc("bad weight", ok, &workers.Policy{Name: "f3", Limit: lim, Key: byTenant, Global: lim, Fair: true, Weights: map[string]int{"acme": 0}})
 	p.HandleFunc("weights unfair", ok, &workers.Policy{Name: "f4", Limit: lim, Weights: map[string]int{"acme": 2}})
+	p.HandleFunc("floor alone", ok, &workers.Policy{Name: "p1", Limit: lim, PriorityFloor: 0.1})
+	p.HandleFunc("bad floor", ok, &workers.Policy{Name: "p2", Limit: lim, Priorities: true, PriorityFloor: 0.7})
+	p.HandleFunc("bad horizon", ok, &workers.Policy{Name: "p3", Limit: lim, Priorities: true, FairHorizon: -time.Second})
 	p.HandleFunc("no limit", ok, &workers.Policy{Name: "n0"})
 	p.HandleFunc("unnamed", ok, &workers.Policy{Name: "n1", Limits: []workers.NamedLimit{{Limit: lim}}})
 	p.HandleFunc("named twice", ok, &workers.Policy{Name: "n2", Limits: []workers.NamedLimit{{Name: "r", Limit: lim}, {Name: "r", Limit: lim}}})
@@ -93,6 +96,9 @@ func TestStartReportsHandleMistakes(t *testing.T) {
 		`Handle("fair no global"): policy "f2": Fair needs Global`,
 		`Handle("bad weight"): policy "f3": Weights["acme"] 0 is not between 1 and 1000000`,
 		`Handle("weights unfair"): policy "f4": Weights are set without Fair`,
+		`Handle("floor alone"): policy "p1": PriorityFloor is set without Priorities`,
+		`Handle("bad floor"): policy "p2": PriorityFloor 0.7 is not between 0.001 and 0.5`,
+		`Handle("bad horizon"): policy "p3": FairHorizon -1s is not between 0 and 1h0m0s`,
 		`Handle("no limit"): policy "n0": Limit: is nil`,
 		`Handle("unnamed"): policy "n1": Limits[0]: Name is required`,
 		`Handle("named twice"): policy "n2": Limits[1]: Name "r" is given twice`,

@@ -118,9 +118,24 @@ type Policy struct {
 	// listed weighs 1. Each from 1 to throttle.MaxShareWeight.
 	Weights map[string]int
 	// FairHorizon is how far ahead of now one key may book Global under
-	// Fair; 0 means the time Global takes to grant half of Config.Concurrency
-	// tokens, at most 500ms (see fairHorizon).
+	// Fair, and one priority level the bucket it shares under Priorities;
+	// 0 means the time that bucket takes to grant half of
+	// Config.Concurrency tokens, at most 500ms (see fairHorizon).
 	FairHorizon time.Duration
+	// Priorities grants the bucket's turns by each job's priority
+	// (queue.Meta.Priority, 1 first to 5 last, 3 without one): a job of a
+	// higher priority books first, behind at most the horizon already
+	// booked, and the priorities below the highest with work keep
+	// PriorityFloor of the rate while they have work (docs/priorities.md).
+	// The levels share Global under Fair (each key's weight holding within
+	// its level), else Global with Global set, else the job's own bucket
+	// (the first limit's, per key with Key). A job over its level's share
+	// goes back without a turn to come back at its place, as under Fair.
+	Priorities bool
+	// PriorityFloor is the part of the rate the priorities below the
+	// highest with work keep together under Priorities, from 0.001 to 0.5;
+	// 0 means 0.05.
+	PriorityFloor float64
 }
 
 // NamedLimit is one of a Policy's named limits: a bucket of its own that
@@ -230,6 +245,11 @@ func fingerprint(p *policy) string {
 		// fmt prints a map's keys sorted: the same weights, the same print.
 		fmt.Fprintf(h, "|fair %v %v", p.Weights, p.FairHorizon)
 	}
+	if p.Priorities {
+		// A turn booked far ahead without priorities is what an urgent job
+		// would queue behind.
+		fmt.Fprintf(h, "|priorities %g %v", p.PriorityFloor, p.FairHorizon)
+	}
 	return strconv.FormatUint(h.Sum64(), 36)
 }
 
@@ -301,6 +321,9 @@ func newPolicy(pol Policy, defaultWait time.Duration, concurrency int) (*policy,
 	} else if len(pol.Weights) > 0 {
 		bad("Weights are set without Fair")
 	}
+	if pol.Priorities || pol.PriorityFloor != 0 {
+		checkPriorities(pol, bad)
+	}
 	if pol.AdaptKey && (pol.Key == nil || isNil(pol.Global)) {
 		bad("AdaptKey needs Key and Global: it keeps the upstream's signals on each key's own bucket instead of Global")
 	}
@@ -339,10 +362,10 @@ func newPolicy(pol Policy, defaultWait time.Duration, concurrency int) (*policy,
 	p.fp = fingerprint(p)
 	p.late = lateTicket(p.limits, p.global)
 	p.settles = slices.ContainsFunc(p.limits, func(l NamedLimit) bool { return l.SettleFrom != nil })
-	if p.Fair && p.FairHorizon == 0 {
+	if (p.Fair || p.Priorities) && p.FairHorizon == 0 {
 		// After the fingerprint: processes of other concurrencies share
 		// one set of limits.
-		p.FairHorizon = fairHorizon(p.Global, concurrency)
+		p.FairHorizon = fairHorizon(p.shared(), concurrency)
 	}
 	return p, nil
 }
@@ -463,11 +486,9 @@ func (p *policy) buckets(t *asynq.Task, m queue.Meta) ([]throttle.Bucket, string
 		if most, _ := throttle.QuotaOf(p.global); g.N > most {
 			return nil, "", fmt.Errorf("%w: policy %q: cost %d is more than Global's %s %d", ErrCost, p.Name, g.N, quotaName(p.global), most)
 		}
-		if p.Fair {
-			g.Share = &throttle.Share{Tenant: key, Weight: p.Weights[key], Horizon: p.FairHorizon}
-		}
 		bs = append(bs, g)
 	}
+	p.share(bs, key, m)
 	return bs, bs[0].Key, nil
 }
 

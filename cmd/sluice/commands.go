@@ -75,9 +75,9 @@ func cmdLimits(ctx context.Context, f *fleet, opts options, _ []string, out io.W
 		}
 		fmt.Fprintf(out, "\n%s: %d keys share the global bucket now (fair)\n", v.Type, v.TenantCount)
 		tw = tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  KEY\tWEIGHT\tSHARE\tBOOKED AHEAD\tWAITING")
+		fmt.Fprintln(tw, "  KEY\tPRIORITY\tWEIGHT\tSHARE\tBOOKED AHEAD\tWAITING")
 		for _, t := range v.Tenants {
-			fmt.Fprintf(tw, "  %s\t%d\t%.0f%%\t%s\t%d\n", t.Key, t.Weight, 100*t.Share, seconds(t.AheadS), t.Waiting)
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%.0f%%\t%s\t%d\n", t.Key, t.Priority, t.Weight, 100*t.Share, seconds(t.AheadS), t.Waiting)
 		}
 		if v.TenantCount > len(v.Tenants) {
 			fmt.Fprintf(tw, "  (and %d more)\n", v.TenantCount-len(v.Tenants))
@@ -86,7 +86,7 @@ func cmdLimits(ctx context.Context, f *fleet, opts options, _ []string, out io.W
 			return err
 		}
 	}
-	return nil
+	return writeLevels(out, views)
 }
 
 func cmdSet(ctx context.Context, f *fleet, _ options, args []string, out io.Writer) error {

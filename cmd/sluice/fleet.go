@@ -122,6 +122,9 @@ type limitView struct {
 	// furthest ahead first, of TenantCount.
 	Tenants     []tenantView `json:"tenants,omitempty"`
 	TenantCount int          `json:"tenant_count,omitempty"`
+	// Levels are the priority levels with turns booked on the bucket a
+	// limit with priorities shares (docs/priorities.md; cmd/sluice/priorities.go).
+	Levels []levelView `json:"levels,omitempty"`
 }
 
 // tenantView is one key of a fair limit's global bucket.
@@ -131,6 +134,9 @@ type tenantView struct {
 	Share   float64 `json:"share"`   // of the global rate now, 0 to 1
 	AheadS  float64 `json:"ahead_s"` // how far ahead it booked, on its own clock
 	Waiting int     `json:"waiting"` // turns held by its jobs sent away over its share
+	// Priority is the level of the key's jobs this row counts (1 to 5):
+	// a key with jobs of two priorities has a row for each.
+	Priority int `json:"priority,omitempty"`
 }
 
 // maxTenants bounds the tenants limits lists per fair limit.
@@ -228,10 +234,11 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 			if err == nil {
 				v.TenantCount = n
 				for _, t := range ts {
-					v.Tenants = append(v.Tenants, tenantView{Key: t.Tenant, Weight: t.Weight, Share: t.Share, AheadS: t.Ahead.Seconds(), Waiting: t.Waiting})
+					v.Tenants = append(v.Tenants, tenantView{Key: t.Tenant, Weight: t.Weight, Share: t.Share, AheadS: t.Ahead.Seconds(), Waiting: t.Waiting, Priority: t.Priority})
 				}
 			}
 		}
+		f.readLevels(ctx, v, sp, all)
 		// One row per limit: every job of the type takes from each, so the
 		// type's grants, waiting jobs and workers are each one's.
 		for i, l := range all {

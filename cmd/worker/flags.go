@@ -52,10 +52,12 @@ Flags:
                            TYPE=RATE/UNIT[,name=NAME][,policy=P][,burst=N][,slots=N][,capacity=N]
                                 [,key=TEMPLATE][,max-wait=D][,cost=N|{COST}][,global=RATE/UNIT[:BURST]]
                                 [,in-flight=N][,adapt=on|off|key][,floor=RATE/UNIT][,fair=on|off][,weights=KEY:N|KEY:N]
+                                [,priority=on|off][,priority-floor=PCT]
                            UNIT is s, m or h; TEMPLATE may use {type}, {payload.FIELD}, {header.NAME};
                            several --limit for one TYPE, each with name=, are its named limits,
                            every job takes from all of them at once (all or nothing); the type's
-                           options (key, max-wait, global, in-flight, adapt, floor, fair, weights)
+                           options (key, max-wait, global, in-flight, adapt, floor, fair, weights,
+                           priority, priority-floor)
                            go on one of them; e.g. --limit 'http:request=3000/m,name=requests'
                            --limit 'http:request=90000/m,name=tokens,cost={body.max_tokens}'
                            cost= is a number or one of {payload.FIELD}, {header.NAME}, and for
@@ -83,6 +85,12 @@ Flags:
                              global bucket by weight, none starving the others; weights=
                              gives keys (as the template derives them) other weights than 1,
                              e.g. weights=tenant:acme:3|tenant:beta:2; see docs/fairness.md
+                           priority=on|off (default on with fair shares, else off): a job of a
+                             higher priority (1 first to 5 last, enqueue --priority) gets the
+                             bucket first, behind at most what is booked, never behind the
+                             backlog of lower ones; priority-floor=PCT (0.1 to 50, default 5,
+                             implies priority=on) is the rate the lower priorities keep while
+                             they have work; see docs/priorities.md
   --unlimited TYPE         run TYPE's jobs with no limit, repeatable; a built-in type runs
                            only with a limit or this (without either, its jobs go back
                            to their queue for a worker that runs them)
@@ -91,7 +99,8 @@ Flags:
                            with the spec's options as fields ("policy", "burst", "slots",
                            "capacity", "key", "max_wait", "cost", "global", "in_flight",
                            "adapt": true|false|"key", "floor", "fair": true|false,
-                           "weights": {"KEY": N}); a type's named limits as a list under it,
+                           "weights": {"KEY": N}, "priority": true|false, "priority_floor": PCT);
+                           a type's named limits as a list under it,
                            "limits": [{"name": "requests", "rate": "3000/m"}, ...];
                            a field given twice, or a second YAML document, is an error
                            naming its line; the --limit flags for a type replace the

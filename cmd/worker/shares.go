@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/workers"
 )
@@ -73,6 +74,9 @@ func describeTenants(ts []throttle.TenantShare, n int) string {
 	parts := make([]string, 0, len(ts))
 	for _, t := range ts {
 		s := fmt.Sprintf("%s %.0f%%", t.Tenant, 100*t.Share)
+		if t.Priority != queue.DefaultPriority { // a key has a share per priority of its jobs
+			s = fmt.Sprintf("%s p%d %.0f%%", t.Tenant, t.Priority, 100*t.Share)
+		}
 		if t.Waiting > 0 {
 			s += fmt.Sprintf(" %d waiting", t.Waiting)
 		}
@@ -118,7 +122,8 @@ func observeShares(mp metric.MeterProvider, lim *throttle.Limiter, r *rates) err
 			policy := attribute.String("sluice.policy", w.name)
 			o.ObserveInt64(count, int64(n), metric.WithAttributes(policy))
 			for _, t := range ts {
-				attrs := metric.WithAttributes(policy, attribute.String("sluice.key", t.Tenant))
+				// A key has a share per priority of its jobs (docs/priorities.md).
+				attrs := metric.WithAttributes(policy, attribute.String("sluice.key", t.Tenant), attribute.Int("sluice.priority", t.Priority))
 				o.ObserveFloat64(share, t.Share, attrs)
 				o.ObserveInt64(waiting, int64(t.Waiting), attrs)
 			}

@@ -19,15 +19,17 @@ const MaxFileSize = 1 << 20
 // or both. Pointers tell a field left out from a zero written on purpose,
 // which is an error.
 type fileEntry struct {
-	Type     string         `json:"type"`
-	Key      string         `json:"key"`       // key template
-	MaxWait  string         `json:"max_wait"`  // Go duration; absent: the worker's default
-	Global   string         `json:"global"`    // RATE/UNIT[:BURST]; absent: no global bucket
-	InFlight *int           `json:"in_flight"` // absent: no bound
-	Adapt    *adaptValue    `json:"adapt"`     // true, false or "key"; absent: on for token-bucket
-	Floor    string         `json:"floor"`     // RATE/UNIT; absent: a tenth of the rate
-	Fair     *bool          `json:"fair"`      // absent: on with key and global
-	Weights  map[string]int `json:"weights"`   // derived key → weight; absent: equal
+	Type      string         `json:"type"`
+	Key       string         `json:"key"`            // key template
+	MaxWait   string         `json:"max_wait"`       // Go duration; absent: the worker's default
+	Global    string         `json:"global"`         // RATE/UNIT[:BURST]; absent: no global bucket
+	InFlight  *int           `json:"in_flight"`      // absent: no bound
+	Adapt     *adaptValue    `json:"adapt"`          // true, false or "key"; absent: on for token-bucket
+	Floor     string         `json:"floor"`          // RATE/UNIT; absent: a tenth of the rate
+	Fair      *bool          `json:"fair"`           // absent: on with key and global
+	Weights   map[string]int `json:"weights"`        // derived key → weight; absent: equal
+	Priority  *bool          `json:"priority"`       // absent: on with fair shares, or with priority_floor
+	PrioFloor *float64       `json:"priority_floor"` // percent; absent: 5
 	fileLimit
 	Limits []fileNamed `json:"limits"` // named limits; absent: none
 }
@@ -306,6 +308,16 @@ func (e fileEntry) opts() (typeOpts, error) {
 	if e.Weights != nil {
 		give(optWeights)
 		o.fa.weights = e.Weights
+	}
+	if e.Priority != nil {
+		give(optPriority)
+		o.pr.set, o.pr.on = true, *e.Priority
+	}
+	if e.PrioFloor != nil {
+		give(optPriorityFloor)
+		if o.pr.floor, err = parsePriorityFloor(strconv.FormatFloat(*e.PrioFloor, 'f', -1, 64)); err != nil {
+			return o, err
+		}
 	}
 	return o, nil
 }

@@ -30,7 +30,7 @@ type flat struct {
 func (f flat) spec() Spec {
 	sp := Spec{Policy: workers.Policy{
 		Name: f.Type, Limit: f.Limit, MaxWait: f.MaxWait, Cost: f.Cost, InFlight: f.InFlight,
-		Adapt: f.Adapt, AdaptFloor: f.Floor, Fair: f.Fair, Weights: f.Weights,
+		Adapt: f.Adapt, AdaptFloor: f.Floor, Fair: f.Fair, Weights: f.Weights, Priorities: f.Fair, // priorities follow fair shares by default
 	}, KeyTemplate: f.Key, CostTemplates: f.Costs, SettleTemplates: f.Settles}
 	sp.Limits = f.Named
 	if f.Global != nil {

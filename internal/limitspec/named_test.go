@@ -114,7 +114,7 @@ func TestParseAllInvalid(t *testing.T) {
 		{[]string{"a=5/s,cost={payload.a.b}"}, `limit "a=5/s,cost={payload.a.b}": cost template "{payload.a.b}": placeholder {payload.a.b}: only top-level fields are supported`},
 		{[]string{"a=5/s,name=t,cost={body.max_tokens}"},
 			`limit "a=5/s,name=t,cost={body.max_tokens}": limit "t": cost "{body.max_tokens}": {body.FIELD} is for type http:request, whose payload carries a request body`},
-		{[]string{"a=5/s,name=r", "a=5/s,nme=t"}, `limit "a=5/s,nme=t": unknown option "nme" (want name, policy, burst, slots, capacity, key, max-wait, cost, settle, global, in-flight, adapt, floor, fair or weights)`},
+		{[]string{"a=5/s,name=r", "a=5/s,nme=t"}, `limit "a=5/s,nme=t": unknown option "nme" (want name, policy, burst, slots, capacity, key, max-wait, cost, settle, global, in-flight, adapt, floor, fair, weights, priority or priority-floor)`},
 	}
 	for i, tt := range tests {
 		_, err := ParseAll(tt.in)

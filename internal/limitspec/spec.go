@@ -31,7 +31,9 @@ const maxCount = 1 << 30
 // AdaptFloor per its period; with a key and global=, the limit that adapts
 // is the global one unless adapt=key (workers.Policy.AdaptKey). Fair is on by default when the spec has
 // both a key and global= (fair=off turns it off), with Weights by the key
-// the template derives ("tenant:acme").
+// the template derives ("tenant:acme"). Priorities is on by default with
+// Fair (priority=off turns it off), else off unless priority=on or
+// priority-floor=PCT (PriorityFloor, as a fraction) is given.
 //
 // [Parse] and [LoadFile] return Specs that pass [Spec.Validate], whose Key
 // is made from KeyTemplate by workers.KeyTemplate.
@@ -53,7 +55,7 @@ type Spec struct {
 
 // Parse parses one limit written as
 //
-//	TYPE=RATE/UNIT[,name=NAME][,policy=NAME][,burst=N][,slots=N][,capacity=N][,key=TEMPLATE][,max-wait=DURATION][,cost=N|{TEMPLATE}][,settle={TEMPLATE}][,global=RATE/UNIT[:BURST]][,in-flight=N]
+//	TYPE=RATE/UNIT[,name=NAME][,policy=NAME][,burst=N][,slots=N][,capacity=N][,key=TEMPLATE][,max-wait=DURATION][,cost=N|{TEMPLATE}][,settle={TEMPLATE}][,global=RATE/UNIT[:BURST]][,in-flight=N][,priority=on|off][,priority-floor=PCT]
 //
 // for example "email:send=100/m,burst=10,key=tenant:{payload.tenant}". Spaces
 // around each part are ignored. name= makes the limit one of the type's
@@ -191,10 +193,11 @@ type typeOpts struct {
 	inFlight int
 	ad       adaptive
 	fa       fairness
+	pr       priorities
 }
 
 // typeOptions are the options of a type, as opposed to those of one limit.
-var typeOptions = []string{optKey, optMaxWait, optGlobal, optFlight, optAdapt, optFloor, optFair, optWeights}
+var typeOptions = []string{optKey, optMaxWait, optGlobal, optFlight, optAdapt, optFloor, optFair, optWeights, optPriority, optPriorityFloor}
 
 // join adds the options of from to o: an option given twice, even with the
 // same value, is an error (it is written once, on any of the type's specs).
@@ -221,6 +224,10 @@ func (o *typeOpts) join(from typeOpts) error {
 			o.fa.set, o.fa.on = from.fa.set, from.fa.on
 		case optWeights:
 			o.fa.weights = from.fa.weights
+		case optPriority:
+			o.pr.set, o.pr.on = from.pr.set, from.pr.on
+		case optPriorityFloor:
+			o.pr.floor = from.pr.floor
 		}
 	}
 	return nil
@@ -308,8 +315,13 @@ func parsePart(s string) (part, error) {
 			o.fa.on, err = parseOnOff(optFair, value)
 		case optWeights:
 			o.fa.weights, err = parseWeights(value)
+		case optPriority:
+			o.pr.set = true
+			o.pr.on, err = parseOnOff(optPriority, value)
+		case optPriorityFloor:
+			o.pr.floor, err = parsePriorityFloor(value)
 		default:
-			err = invalidf("unknown option %s (want name, policy, burst, slots, capacity, key, max-wait, cost, settle, global, in-flight, adapt, floor, fair or weights)", quote(name))
+			err = invalidf("unknown option %s (want name, policy, burst, slots, capacity, key, max-wait, cost, settle, global, in-flight, adapt, floor, fair, weights, priority or priority-floor)", quote(name))
 		}
 		if err != nil {
 			return part{}, err
@@ -369,6 +381,9 @@ func build(parts []part) (Spec, error) {
 		return Spec{}, err
 	}
 	if err := o.fa.apply(&sp); err != nil {
+		return Spec{}, err
+	}
+	if err := o.pr.apply(&sp); err != nil {
 		return Spec{}, err
 	}
 	return sp.finish()
@@ -559,6 +574,9 @@ func (s Spec) validate() (workers.KeyFunc, map[string]workers.CostFunc, error) {
 		return nil, nil, err
 	}
 	if err := validateFair(s); err != nil {
+		return nil, nil, err
+	}
+	if err := validatePriorities(s); err != nil {
 		return nil, nil, err
 	}
 	if s.MaxWait < 0 {
@@ -797,6 +815,7 @@ func (s Spec) writeType(b *strings.Builder, first workers.NamedLimit) {
 		writeRate(b, s.AdaptFloor, period)
 	}
 	writeFair(b, s)
+	writePriorities(b, s)
 }
 
 // writeRate writes RATE/UNIT; a Period that is not a second, minute or hour

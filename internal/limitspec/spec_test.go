@@ -130,8 +130,8 @@ func TestParseInvalid(t *testing.T) {
 		{"a=5/s,burst=1.5", `limit "a=5/s,burst=1.5": burst "1.5" is not a whole number from 1 to 1073741824`},
 		{"a=5/s,burst=99999999999999999999", `limit "a=5/s,burst=99999999999999999999": burst "99999999999999999999" is not a whole number from 1 to 1073741824`},
 		{"a=5/s,burst=1,burst=2", `limit "a=5/s,burst=1,burst=2": burst given twice`},
-		{"a=5/s,rate=2", `limit "a=5/s,rate=2": unknown option "rate" (want name, policy, burst, slots, capacity, key, max-wait, cost, settle, global, in-flight, adapt, floor, fair or weights)`},
-		{"a=5/s,max_wait=1s", `limit "a=5/s,max_wait=1s": unknown option "max_wait" (want name, policy, burst, slots, capacity, key, max-wait, cost, settle, global, in-flight, adapt, floor, fair or weights)`},
+		{"a=5/s,rate=2", `limit "a=5/s,rate=2": unknown option "rate" (want name, policy, burst, slots, capacity, key, max-wait, cost, settle, global, in-flight, adapt, floor, fair, weights, priority or priority-floor)`},
+		{"a=5/s,max_wait=1s", `limit "a=5/s,max_wait=1s": unknown option "max_wait" (want name, policy, burst, slots, capacity, key, max-wait, cost, settle, global, in-flight, adapt, floor, fair, weights, priority or priority-floor)`},
 		{"a=5/s,key=", `limit "a=5/s,key=": key is empty (leave it out for no key)`},
 		{"a=5/s,key=t:{payload.tenant", `limit "a=5/s,key=t:{payload.tenant": key template "t:{payload.tenant": unclosed '{' at byte 2`},
 		{"a=5/s,key=t:}", `limit "a=5/s,key=t:}": key template "t:}": unmatched '}' at byte 2`},
@@ -233,7 +233,7 @@ func TestString(t *testing.T) {
 	assert.Equal(t, "email:send=0.5/m,burst=1,key=tenant:{payload.tenant},max-wait=1.5s,cost=1,global=100/h:10,in-flight=5", sp.String())
 	sp.Weights = map[string]int{"tenant:b": 1, "tenant:a": 3}
 	assert.Equal(t, "email:send=0.5/m,burst=1,key=tenant:{payload.tenant},max-wait=1.5s,cost=1,global=100/h:10,in-flight=5,weights=tenant:a:3|tenant:b:1", sp.String())
-	sp.Fair, sp.Weights = false, nil
+	sp.Fair, sp.Weights, sp.Priorities = false, nil, false
 	assert.Equal(t, "email:send=0.5/m,burst=1,key=tenant:{payload.tenant},max-wait=1.5s,cost=1,global=100/h:10,in-flight=5,fair=off", sp.String())
 	assert.Equal(t, "a=3/s,burst=3", flat{Type: "a", Limit: throttle.Limit{Rate: 3, Burst: 3}, Adapt: true}.spec().String())
 	assert.Equal(t, "a=3/s,burst=3,adapt=off", flat{Type: "a", Limit: throttle.Limit{Rate: 3, Burst: 3}}.spec().String())

@@ -61,7 +61,8 @@ local function reserve(maxwait, base)
     bs[i] = b
   end
 
-  shareload(k)
+  shareload(k, base)
+  sharerate(bs)
   local over = shareover()
   if over then return answer(bs, 2, over, 0, 0) end
 

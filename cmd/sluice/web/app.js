@@ -50,9 +50,18 @@ function fill(id, rows) {
 function tenants(l) {
   if (!l.tenant_count) return "";
   const shown = (l.tenants || []).map(t =>
-    `${t.key} ${(100 * t.share).toFixed(0)}%` + (t.waiting > 0 ? ` (${t.waiting} waiting)` : ""));
+    `${t.key}${t.priority && t.priority !== 3 ? " p" + t.priority : ""} ${(100 * t.share).toFixed(0)}%` +
+    (t.waiting > 0 ? ` (${t.waiting} waiting)` : ""));
   const more = l.tenant_count > shown.length ? `, ${l.tenant_count - shown.length} more` : "";
   return `; ${l.tenant_count} keys sharing: ${shown.join(", ")}${more}`;
+}
+
+// levels says which priorities have turns booked on a limit's shared bucket
+// now (docs/priorities.md): each one's part of the rate and its jobs waiting.
+function levels(l) {
+  if (!l.levels || !l.levels.length) return "";
+  return "; priorities " + l.levels.map(p =>
+    `${p.priority}: ${(100 * p.share).toFixed(0)}%` + (p.waiting > 0 ? ` (${p.waiting} waiting)` : "")).join(", ");
 }
 
 function draw(st) {
@@ -74,7 +83,7 @@ function draw(st) {
       el("td", {}, spark(h, l.effective_why ? l.effective_per_s : l.rate_per_s),
         ` ${l.grants_per_s.toFixed(1)} of ${(l.effective_why ? l.effective_per_s : l.rate_per_s).toFixed(1)}` +
         (l.effective_why && l.effective_why !== "ceiling" ? ` (ceiling ${l.rate_per_s.toFixed(1)}, ${l.effective_why})` : "") +
-        (l.keyed ? " per key" : "") + tenants(l)),
+        (l.keyed ? " per key" : "") + tenants(l) + levels(l)),
       el("td", { class: "num" }, tokens), cool,
       el("td", { class: "num" }, l.waiting),
       el("td", { class: "num" }, l.queued === undefined ? "-" : `${l.queued} (${(l.queues || []).join(", ")})`),
