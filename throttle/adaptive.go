@@ -59,11 +59,19 @@ const (
 	adaptTTL = time.Hour
 )
 
-// AdaptState is an adaptive bucket's effective rate.
+// AdaptState is an adaptive bucket's effective rate, or an automatic
+// in-flight bound (Limiter.InFlight).
 type AdaptState struct {
-	Rate   float64       // per Ceiling.Period
+	Rate   float64       // per Ceiling.Period; of an in-flight bound, the learned limit (fractional)
 	Reason string        // why it last moved: ceiling, 429, header or recovery; cold if the upstream has not answered yet
 	Age    time.Duration // since it last moved
+
+	// Of an in-flight bound only (Limiter.InFlight); why it moved is cold,
+	// slow-start, gradient, overload or probe.
+	Bound    int           // the slots Hold grants now, fleet-wide
+	Held     int           // the slots held now, fleet-wide
+	Baseline time.Duration // the latency taken as the upstream's unloaded one
+	Recent   time.Duration // the latest window's mean latency
 }
 
 // validate checks a as a Limit is checked, and its Floor.

@@ -32,7 +32,7 @@ func policiesPer(unit time.Duration) []Policy {
 
 // storesOnClock are the three stores the conformance table runs on, timed by
 // clock: memory, a real redis-server and miniredis.
-func storesOnClock(t *testing.T, clock Clock) map[string]Store {
+func storesOnClock(t *testing.T, clock clock) map[string]Store {
 	t.Helper()
 	_, mini := miniredisClient(t)
 	return map[string]Store{

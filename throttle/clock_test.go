@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// fakeClock is a Clock that moves only when told to.
+// fakeClock is a clock that moves only when told to.
 type fakeClock struct {
 	mu sync.Mutex
 	t  time.Time

@@ -71,7 +71,7 @@ func waitQueued(t *testing.T, l *Limiter, sh shape, n int) {
 
 // gatedLimiter is a Limiter over the shared redis-server on clock whose
 // client counts and can hold script calls, its scripts loaded.
-func gatedLimiter(t *testing.T, clock Clock) (*Limiter, *gate) {
+func gatedLimiter(t *testing.T, clock clock) (*Limiter, *gate) {
 	rdb := redistest.Shared(t).Client(t)
 	for _, byKind := range bucketScripts[:scriptRefund] { // reserve and batch
 		for _, s := range byKind {

@@ -183,7 +183,7 @@ func cancelsInOrder(order ...int) []step {
 }
 
 // runConformance drives store through every case; prefix isolates cases.
-func runConformance(t *testing.T, newStore func(Clock) Store, prefix string) {
+func runConformance(t *testing.T, newStore func(clock) Store, prefix string) {
 	for ci, c := range conformance {
 		t.Run(c.name, func(t *testing.T) {
 			clock := newFakeClock()
@@ -236,12 +236,12 @@ func runConformance(t *testing.T, newStore func(Clock) Store, prefix string) {
 }
 
 func TestConformanceMemory(t *testing.T) {
-	runConformance(t, func(c Clock) Store { return NewMemoryStore(WithClock(c)) }, "")
+	runConformance(t, func(c clock) Store { return NewMemoryStore(WithClock(c)) }, "")
 }
 
 func TestConformanceRedis(t *testing.T) {
 	rdb := redistest.Shared(t).Client(t)
 	// persisting: the keys of fast buckets live a millisecond, real time, where the
 	// fake clock moves by microseconds.
-	runConformance(t, func(c Clock) Store { return NewRedisStore(persisting{rdb}, WithClock(c)) }, redistest.Prefix(t))
+	runConformance(t, func(c clock) Store { return NewRedisStore(persisting{rdb}, WithClock(c)) }, redistest.Prefix(t))
 }

@@ -183,7 +183,7 @@ func TestExactRates(t *testing.T) {
 }
 
 // stores are a memory store and a RedisStore on a real redis-server, both on clock.
-func bothStores(t *testing.T, clock Clock) map[string]Store {
+func bothStores(t *testing.T, clock clock) map[string]Store {
 	return map[string]Store{
 		"memory": NewMemoryStore(WithClock(clock)),
 		"redis":  NewRedisStore(redistest.Shared(t).Client(t), WithClock(clock)),

@@ -37,7 +37,7 @@ func (l *Limiter) Mode() string {
 type fallback struct {
 	hosts    func() int
 	interval time.Duration
-	clock    Clock // nil: time.Now
+	clock    clock // nil: time.Now
 	onChange func(mode string, err error)
 	tel      *telemetry
 	mem      *memoryStore // the local store, which never fails

@@ -33,7 +33,7 @@ type fbStore struct {
 	cancelCaller     context.CancelFunc
 }
 
-func newFBStore(clk Clock) *fbStore {
+func newFBStore(clk clock) *fbStore {
 	return &fbStore{mem: newMemoryStore(WithClock(clk)), entered: make(chan struct{}), release: make(chan struct{})}
 }
 
@@ -129,7 +129,7 @@ func (s *fbStore) configErr() error { return nil }
 func (s *fbStore) calls() int64 { return s.reserves.Load() + s.refunds.Load() + s.cooldowns.Load() }
 
 // fbLocal returns a FailLocal Limiter over store for a fleet of hosts, timed by clk.
-func fbLocal(store Store, clk Clock, hosts int, opts ...Option) *Limiter {
+func fbLocal(store Store, clk clock, hosts int, opts ...Option) *Limiter {
 	return NewLimiter(store, append([]Option{WithFailurePolicy(FailLocal), WithHosts(fixedHosts(hosts)), withClock(clk)}, opts...)...)
 }
 

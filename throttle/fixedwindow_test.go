@@ -268,9 +268,9 @@ func TestPolicyLoadFixedWindow(t *testing.T) {
 // A key taken under one window and then under another starts afresh: the
 // count of a window of the old length says nothing of the new one's.
 func TestFixedWindowChangedWindow(t *testing.T) {
-	for name, store := range map[string]func(Clock) Store{
-		"memory": func(c Clock) Store { return NewMemoryStore(WithClock(c)) },
-		"redis":  func(c Clock) Store { return NewRedisStore(redistest.Shared(t).Client(t), WithClock(c)) },
+	for name, store := range map[string]func(clock) Store{
+		"memory": func(c clock) Store { return NewMemoryStore(WithClock(c)) },
+		"redis":  func(c clock) Store { return NewRedisStore(redistest.Shared(t).Client(t), WithClock(c)) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			clock := newFakeClock()

@@ -22,9 +22,24 @@ import (
 // The zero Lease means 30 s. Max must be from 1 to 1<<20, and Lease
 // from 100 ms to 24 h: a shorter lease costs a store call every Lease/3 per
 // holder, a longer one keeps a dead holder's slot longer.
+//
+// With Auto, the bound follows the latency the holders observe: it is kept
+// in the store beside the slots, shared by every process, and moved by a
+// gradient law on the fleet's recent against its baseline latency (and
+// lowered on overload answers) between Floor and Max, the ceiling; see
+// docs/adaptive.md. Each Lease reports its latency and outcome when it is
+// released (Lease.Observe); Limiter.InFlight reads the bound.
 type Concurrency struct {
-	Max   int           // the most holders at once
+	Max   int           // the most holders at once; with Auto, the ceiling (0 means 1000)
 	Lease time.Duration // how long a slot outlives its holder's last renewal; 0 means 30 s
+	// Auto makes the bound follow the upstream's latency, from Floor to Max.
+	Auto bool
+	// Floor is the least bound under Auto; 0 means 1. The bound starts there.
+	Floor int
+	// Interval is how often, at most, the fleet's bound moves under Auto:
+	// each move is computed from the samples of one window of it. 0 means
+	// 250 ms; from 10 ms to 1 min.
+	Interval time.Duration
 }
 
 const (
@@ -35,6 +50,12 @@ const (
 	maxLease = 24 * time.Hour
 	// maxHolders bounds Concurrency.Max.
 	maxHolders = 1 << 20
+	// autoCeiling is the ceiling of an automatic bound whose Max is 0.
+	autoCeiling = 1000
+	// defaultInterval, minFlightInterval and maxFlightInterval are Concurrency.Interval's.
+	defaultInterval   = 250 * time.Millisecond
+	minFlightInterval = 10 * time.Millisecond
+	maxFlightInterval = time.Minute
 )
 
 func (c Concurrency) lease() time.Duration {
@@ -44,9 +65,35 @@ func (c Concurrency) lease() time.Duration {
 	return c.Lease
 }
 
+// ceiling is the most slots c ever grants: Max, or under Auto without Max, autoCeiling.
+func (c Concurrency) ceiling() int {
+	if c.Auto && c.Max == 0 {
+		return autoCeiling
+	}
+	return c.Max
+}
+
+// floor is the least bound under Auto.
+func (c Concurrency) floor() int { return max(c.Floor, 1) }
+
+func (c Concurrency) interval() time.Duration {
+	if c.Interval == 0 {
+		return defaultInterval
+	}
+	return c.Interval
+}
+
 // Validate reports why c cannot be used, or nil.
 func (c Concurrency) Validate() error {
+	if c.Auto {
+		if err := c.validateAuto(); err != nil {
+			return err
+		}
+	} else if c.Floor != 0 || c.Interval != 0 {
+		return invalidf("floor %d and interval %v are for an automatic bound (Auto)", c.Floor, c.Interval)
+	}
 	switch {
+	case c.Auto && c.Max == 0:
 	case c.Max < 1:
 		return invalidf("max %d must be at least 1", c.Max)
 	case c.Max > maxHolders:
@@ -61,7 +108,11 @@ func (c Concurrency) Validate() error {
 	return nil
 }
 
-func (c Concurrency) String() string {
+// describe says what c bounds, for messages: "at most 5 in flight, lease 30s".
+func (c Concurrency) describe() string {
+	if c.Auto {
+		return fmt.Sprintf("in flight from %d to %d by latency, lease %v", c.floor(), c.ceiling(), c.lease())
+	}
 	return fmt.Sprintf("at most %d in flight, lease %v", c.Max, c.lease())
 }
 
@@ -70,8 +121,9 @@ func (c Concurrency) String() string {
 // held to one conformance table. Times are µs of the store's clock.
 type holdStore interface {
 	// hold takes a slot of the semaphore key under prefix for id, until now +
-	// lease, if fewer than max leases are held (see hold.lua).
-	hold(ctx context.Context, prefix, key string, max int, lease int64, id string) (holdReply, error)
+	// lease, if fewer than max leases are held (see hold.lua); with auto > 0
+	// max is the ceiling of the key's automatic bound, and auto its start.
+	hold(ctx context.Context, prefix, key string, max int, lease int64, id string, auto int) (holdReply, error)
 	// renew extends id's lease to now + lease; false if it had run out or was released.
 	renew(ctx context.Context, prefix, key string, lease int64, id string) (bool, error)
 	// release frees id's slot and wakes a waiter; false if it held none.
@@ -87,11 +139,12 @@ type holdReply struct {
 	held    int   // leases held after the call
 	now     int64 // the store's time of the decision, µs
 	expired int   // leases that had run out, removed by the call: slots freed without a release
+	max     int   // the bound the call applied: the ceiling, or an automatic bound's
 }
 
 // unannounced is how many of the slots left free after a grant no release
 // announced: those freed by leases that ran out. Waiters are woken for them.
-func (r holdReply) unannounced(max int) int { return min(max-r.held, r.expired) }
+func (r holdReply) unannounced() int { return max(0, min(r.max-r.held, r.expired)) }
 
 // semKey is the store key of the semaphore name under prefix: the name's
 // hash tag is kept, so a semaphore lives in its name's Cluster slot.
@@ -107,12 +160,14 @@ type holdCall struct {
 	max    int
 	lease  time.Duration
 	id     string
-	asked  time.Time // when the latest ask began: no later than the store's grant
+	asked  time.Time   // when the latest ask began: no later than the store's grant
+	c      Concurrency // as Hold was given it
+	auto   int         // under c.Auto, the bound while the store has none (c's floor); else 0
 }
 
 func (h *holdCall) ask(ctx context.Context) (holdReply, error) {
 	h.asked = time.Now()
-	return h.hs.hold(ctx, h.prefix, h.key, h.max, int64(h.lease/time.Microsecond), h.id)
+	return h.hs.hold(ctx, h.prefix, h.key, h.max, int64(h.lease/time.Microsecond), h.id, h.auto)
 }
 
 // Hold takes a slot of the semaphore key under c, waiting until one is free,
@@ -184,7 +239,14 @@ func (l *Limiter) checkHold(key string, c Concurrency) (*holdCall, error) {
 	if !ok {
 		return nil, invalidf("store %T cannot hold slots: use a RedisStore or NewMemoryStore", l.store)
 	}
-	return &holdCall{owner: l, hs: hs, prefix: l.cfg.prefix, key: key, max: c.Max, lease: c.lease(), id: newLeaseID()}, nil
+	h := &holdCall{owner: l, hs: hs, prefix: l.cfg.prefix, key: key, max: c.ceiling(), lease: c.lease(), id: newLeaseID(), c: c}
+	if c.Auto {
+		if _, ok := l.store.(flightStore); !ok {
+			return nil, invalidf("store %T cannot keep an automatic bound: use a RedisStore or NewMemoryStore", l.store)
+		}
+		h.auto = c.floor()
+	}
+	return h, nil
 }
 
 // hold holds a slot in the store, applying the failure policy as reserve
@@ -216,7 +278,7 @@ func (g *failure) hold(ctx context.Context, h *holdCall, wait bool) (*Lease, err
 func (g *failure) answered(ctx context.Context, h *holdCall, r holdReply, wait bool, begun time.Time) (*Lease, error) {
 	if r.granted {
 		g.tel.outcome(ctx, h.key, outGranted)
-		h.hs.waiters().granted(nil, semKey(h.prefix, h.key), r.unannounced(h.max))
+		h.hs.waiters().granted(nil, semKey(h.prefix, h.key), r.unannounced())
 		return newLease(h), nil
 	}
 	if !wait {
@@ -254,7 +316,7 @@ func (g *failure) await(ctx context.Context, h *holdCall, w *holdWaiter, asking 
 			return g.holdFailed(ctx, h, true, g.settle(ctx, start, false, "hold", err), err)
 		}
 		if r.granted {
-			room.granted(w, semKey(h.prefix, h.key), r.unannounced(h.max))
+			room.granted(w, semKey(h.prefix, h.key), r.unannounced())
 			g.tel.waited(ctx, h.key, time.Since(begun))
 			g.tel.outcome(ctx, h.key, outWaited)
 			return newLease(h), nil
@@ -300,7 +362,11 @@ func (g *failure) holdLocal(ctx context.Context, h *holdCall, wait bool, cause e
 		return nil, fmt.Errorf("%w; local fallback: the number of hosts is unknown (%d)", cause, n)
 	}
 	mem := g.fb.mem
-	lh := &holdCall{owner: h.owner, hs: mem, prefix: h.prefix, key: h.key, max: max(1, h.max/n), lease: h.lease, id: h.id}
+	lh := &holdCall{owner: h.owner, hs: mem, prefix: h.prefix, key: h.key, max: max(1, h.max/n), lease: h.lease, id: h.id, c: h.c}
+	if h.auto > 0 {
+		// The fleet's bound as this process last read it, its share.
+		lh.max = max(1, h.owner.flights.lastBound(h.key, h.auto)/n)
+	}
 	begun := time.Now()
 	if wait {
 		if w := mem.waiters().enter(semKey(lh.prefix, lh.key)); w != nil {
@@ -309,7 +375,7 @@ func (g *failure) holdLocal(ctx context.Context, h *holdCall, wait bool, cause e
 		}
 	}
 	lh.asked = time.Now()
-	r := mem.holdNow(lh.prefix, lh.key, lh.max, int64(lh.lease/time.Microsecond), lh.id)
+	r := mem.holdNow(lh.prefix, lh.key, lh.max, int64(lh.lease/time.Microsecond), lh.id, 0)
 	lease, err := g.answered(ctx, lh, r, wait, begun)
 	return g.countLocal(ctx, lease, err)
 }

@@ -117,7 +117,7 @@ var holdConformance = []struct {
 }
 
 // runHoldConformance drives store through every case; prefix isolates cases.
-func runHoldConformance(t *testing.T, newStore func(Clock) holdStore, prefix string) {
+func runHoldConformance(t *testing.T, newStore func(clock) holdStore, prefix string) {
 	for ci, c := range holdConformance {
 		t.Run(c.name, func(t *testing.T) {
 			clock := newFakeClock()
@@ -137,7 +137,7 @@ func runHoldConformance(t *testing.T, newStore func(Clock) holdStore, prefix str
 				}
 				switch s.op {
 				case opHold:
-					r, err := store.hold(ctx, pfx, key, s.max, lease, s.id)
+					r, err := store.hold(ctx, pfx, key, s.max, lease, s.id, 0)
 					require.NoError(t, err, msg)
 					assert.Equal(t, s.granted, r.granted, msg+" granted")
 					assert.Equal(t, s.wait, r.wait, msg+" wait")
@@ -159,17 +159,17 @@ func runHoldConformance(t *testing.T, newStore func(Clock) holdStore, prefix str
 }
 
 func TestHoldConformanceMemory(t *testing.T) {
-	runHoldConformance(t, func(c Clock) holdStore { return newMemoryStore(WithClock(c)) }, "")
+	runHoldConformance(t, func(c clock) holdStore { return newMemoryStore(WithClock(c)) }, "")
 }
 
 func TestHoldConformanceRedis(t *testing.T) {
 	rdb := redistest.Shared(t).Client(t)
-	runHoldConformance(t, func(c Clock) holdStore { return NewRedisStore(rdb, WithClock(c)) }, redistest.Prefix(t))
+	runHoldConformance(t, func(c clock) holdStore { return NewRedisStore(rdb, WithClock(c)) }, redistest.Prefix(t))
 }
 
 func TestHoldConformanceMiniredis(t *testing.T) {
 	_, rdb := miniredisClient(t)
-	runHoldConformance(t, func(c Clock) holdStore { return NewRedisStore(rdb, WithClock(c)) }, "mini:")
+	runHoldConformance(t, func(c clock) holdStore { return NewRedisStore(rdb, WithClock(c)) }, "mini:")
 }
 
 // Every invalid request fails with ErrInvalid before any I/O.
@@ -206,8 +206,8 @@ func TestHoldValidation(t *testing.T) {
 	assert.NoError(t, Concurrency{Max: 1}.Validate())
 	assert.NoError(t, Concurrency{Max: maxHolders, Lease: maxLease}.Validate())
 	assert.NoError(t, Concurrency{Max: 5, Lease: minLease}.Validate())
-	assert.Equal(t, "at most 5 in flight, lease 30s", Concurrency{Max: 5}.String())
-	assert.Equal(t, "at most 2 in flight, lease 1s", Concurrency{Max: 2, Lease: time.Second}.String())
+	assert.Equal(t, "at most 5 in flight, lease 30s", Concurrency{Max: 5}.describe())
+	assert.Equal(t, "at most 2 in flight, lease 1s", Concurrency{Max: 2, Lease: time.Second}.describe())
 }
 
 // storeWithoutHold is a Store that cannot hold slots, as a test fake might be.
@@ -543,7 +543,7 @@ func (g *gatedStore) open() {
 	close(g.gate)
 }
 
-func (g *gatedStore) hold(ctx context.Context, prefix, key string, max int, lease int64, id string) (holdReply, error) {
+func (g *gatedStore) hold(ctx context.Context, prefix, key string, max int, lease int64, id string, auto int) (holdReply, error) {
 	if ctx.Value(gatedKey{}) != nil {
 		g.mu.Lock()
 		arrived, gate := g.arrived, g.gate
@@ -558,7 +558,7 @@ func (g *gatedStore) hold(ctx context.Context, prefix, key string, max int, leas
 			}
 		}
 	}
-	return g.memoryStore.hold(ctx, prefix, key, max, lease, id)
+	return g.memoryStore.hold(ctx, prefix, key, max, lease, id, auto)
 }
 
 // idle reports how many Holds wait for the key, and whether none of them is

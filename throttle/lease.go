@@ -28,14 +28,19 @@ type Lease struct {
 	ended    chan struct{}      // closed when the renewing goroutine has returned
 	lostOnce sync.Once
 
-	mu       sync.Mutex // one Release at a time
+	mu       sync.Mutex // one Release at a time; guards the sample too
 	released bool
+
+	granted    time.Time     // when Hold returned it
+	observed   bool          // Observe reported a sample
+	latency    time.Duration // Observe's
+	overloaded bool          // Observe's
 }
 
 // newLease returns the lease h was granted and starts its renewals.
 func newLease(h *holdCall) *Lease {
 	ctx, stop := context.WithCancel(context.Background())
-	l := &Lease{h: h, key: h.key, lost: make(chan struct{}), stop: stop, ended: make(chan struct{})}
+	l := &Lease{h: h, key: h.key, lost: make(chan struct{}), stop: stop, ended: make(chan struct{}), granted: time.Now()}
 	// The store granted the lease after its ask began, so the lease runs
 	// until after then + Lease; a tenth less allows for clock rates.
 	go l.renew(ctx, h.asked.Add(h.lease-h.lease/10))
@@ -74,6 +79,10 @@ func (l *Lease) Release(ctx context.Context) error {
 		return err
 	}
 	l.released = true
+	if l.h.auto > 0 {
+		latency, over := l.sample()
+		l.h.owner.observeFlight(ctx, l.h, latency, over)
+	}
 	return nil
 }
 

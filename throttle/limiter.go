@@ -26,7 +26,8 @@ type Limiter struct {
 	quick quickStore                // TryAcquire of a Limit without the seam, if stack allows it (memory_fast.go)
 	memo  atomic.Pointer[limitMemo] // the last Limit the quick path checked, with its T
 
-	adapts adaptBook // the adaptive limits it read and the successes it has yet to report (adaptive_report.go)
+	adapts  adaptBook  // the adaptive limits it read and the successes it has yet to report (adaptive_report.go)
+	flights flightBook // the samples of automatic in-flight bounds it has yet to report (flight.go)
 }
 
 // NewLimiter returns a Limiter over store. The options choose, once, the

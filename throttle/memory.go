@@ -12,7 +12,7 @@ import (
 // Full buckets are forgotten: a few entries are checked for that whenever a new
 // bucket is added, so memory follows the number of buckets in use.
 type memoryStore struct {
-	clock  Clock
+	clock  clock
 	start  time.Time // without a Clock: time is start plus the monotonic time since
 	seed   maphash.Seed
 	shards [memShards]memShard // the buckets, by their names' hash tags
@@ -145,7 +145,7 @@ func (m *memoryStore) shares(ctx context.Context, prefix, key string, most int) 
 
 func (m *memoryStore) configErr() error { return nil }
 
-// nowMicros reads the Clock, or else the monotonic clock only (one clock read,
+// nowMicros reads the clock, or else the monotonic clock only (one clock read,
 // where time.Now takes two, and immune to wall-clock steps).
 func (m *memoryStore) nowMicros() int64 {
 	if m.clock != nil {

@@ -9,12 +9,13 @@ import (
 // and release.lua in Go, on the store's clock, and the room where the
 // store's blocked Holds wait, which a release wakes directly.
 type memSems struct {
-	leases map[string]map[string]int64 // semKey → lease id → the lease's end, µs; guarded by memoryStore.mu
-	room   waitRoom
+	leases  map[string]map[string]int64 // semKey → lease id → the lease's end, µs; guarded by memoryStore.mu
+	flights map[string]*memFlight       // semKey → its automatic bound (flight_store.go); guarded by memoryStore.mu
+	room    waitRoom
 }
 
 func newMemSems() *memSems {
-	return &memSems{leases: make(map[string]map[string]int64), room: waitRoom{heard: true}}
+	return &memSems{leases: make(map[string]map[string]int64), flights: make(map[string]*memFlight), room: waitRoom{heard: true}}
 }
 
 // live is the semaphore's leases at now, those that ran out removed (and the
@@ -36,16 +37,19 @@ func (m *memoryStore) live(name string, now int64) (map[string]int64, int) {
 }
 
 // hold is hold.lua in Go; see that file for the contract.
-func (m *memoryStore) hold(_ context.Context, prefix, key string, max int, lease int64, id string) (holdReply, error) {
-	return m.holdNow(prefix, key, max, lease, id), nil
+func (m *memoryStore) hold(_ context.Context, prefix, key string, max int, lease int64, id string, auto int) (holdReply, error) {
+	return m.holdNow(prefix, key, max, lease, id, auto), nil
 }
 
 // holdNow is hold, which on a memory store never fails.
-func (m *memoryStore) holdNow(prefix, key string, max int, lease int64, id string) holdReply {
+func (m *memoryStore) holdNow(prefix, key string, max int, lease int64, id string, auto int) holdReply {
 	name := semKey(prefix, key)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.nowMicros()
+	if auto > 0 {
+		max = m.flightBound(name, max, auto, now)
+	}
 	ls, expired := m.live(name, now)
 	_, mine := ls[id]
 	if mine || len(ls) < max {
@@ -55,14 +59,14 @@ func (m *memoryStore) holdNow(prefix, key string, max int, lease int64, id strin
 			m.sems.leases[name] = ls
 		}
 		ls[id] = now + lease
-		return holdReply{granted: true, held: len(ls), now: now, expired: expired}
+		return holdReply{granted: true, held: len(ls), now: now, expired: expired, max: max}
 	}
 	ends := make([]int64, 0, len(ls))
 	for _, end := range ls {
 		ends = append(ends, end)
 	}
 	slices.Sort(ends)
-	return holdReply{wait: ends[len(ls)-max] - now, held: len(ls), now: now, expired: expired}
+	return holdReply{wait: ends[len(ls)-max] - now, held: len(ls), now: now, expired: expired, max: max}
 }
 
 // renew is renew.lua in Go; see that file for the contract.

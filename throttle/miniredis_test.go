@@ -12,7 +12,7 @@ import (
 // embedded default; the real-Redis run above is the one that proves the design.
 func TestConformanceMiniredis(t *testing.T) {
 	_, rdb := miniredisClient(t)
-	runConformance(t, func(c Clock) Store { return NewRedisStore(rdb, WithClock(c)) }, "mini:")
+	runConformance(t, func(c clock) Store { return NewRedisStore(rdb, WithClock(c)) }, "mini:")
 }
 
 // miniredisClient is a miniredis of the test's own and a client of it, both

@@ -25,7 +25,7 @@ type config struct {
 	hosts         func() int
 	probeInterval time.Duration
 	onModeChange  func(mode string, err error)
-	clock         Clock // mode timing and the local bucket; nil: the real clock
+	clock         clock // mode timing and the local bucket; nil: the real clock
 }
 
 // defaultProbeInterval is how long FailLocal serves calls locally before it
@@ -147,7 +147,7 @@ func WithModeChange(f func(mode string, err error)) Option {
 
 // withClock makes the mode timing of FailLocal (the probe interval) and its
 // local bucket read time from clk: for tests.
-func withClock(clk Clock) Option {
+func withClock(clk clock) Option {
 	return func(c *config) { c.clock = clk }
 }
 

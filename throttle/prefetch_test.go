@@ -17,7 +17,7 @@ import (
 // prefetchLimiter is a Limiter with WithPrefetch(n) over the shared
 // redis-server on clock, its script calls counted, prefetched grants fresh
 // for an hour unless the test says otherwise.
-func prefetchLimiter(t *testing.T, clock Clock, n int) (*Limiter, *gate) {
+func prefetchLimiter(t *testing.T, clock clock, n int) (*Limiter, *gate) {
 	rdb := redistest.Shared(t).Client(t)
 	g := newGate()
 	rdb.AddHook(g)

@@ -28,7 +28,7 @@ import (
 type RedisStore struct {
 	rdb   redis.UniversalClient
 	err   error // a client that cannot keep to deadlines (NewRedisStore)
-	clock Clock
+	clock clock
 	wake  wakeHub // the pub/sub subscription that wakes blocked Holds (redis_hold.go)
 }
 

@@ -24,16 +24,20 @@ var (
 	releaseScript = newScript(releaseLua)
 )
 
-func (s *RedisStore) hold(ctx context.Context, prefix, key string, max int, lease int64, id string) (holdReply, error) {
-	v, err := holdScript.Run(ctx, s.rdb, []string{semKey(prefix, key)}, s.now(), max, lease, id).Result()
+func (s *RedisStore) hold(ctx context.Context, prefix, key string, max int, lease int64, id string, auto int) (holdReply, error) {
+	keys, args := []string{semKey(prefix, key)}, []any{s.now(), max, lease, id}
+	if auto > 0 {
+		keys, args = append(keys, flightKey(prefix, key)), append(args, auto)
+	}
+	v, err := holdScript.Run(ctx, s.rdb, keys, args...).Result()
 	if err != nil {
 		return holdReply{}, s.fail("hold", err)
 	}
 	a, ok := v.([]any)
-	if !ok || len(a) != 5 {
+	if !ok || len(a) != 6 {
 		return holdReply{}, storeErr("hold", fmt.Errorf("bad reply %v", v))
 	}
-	var ints [5]int64
+	var ints [6]int64
 	for i := range a {
 		x, ok := a[i].(int64)
 		if !ok || x < 0 {
@@ -41,7 +45,7 @@ func (s *RedisStore) hold(ctx context.Context, prefix, key string, max int, leas
 		}
 		ints[i] = x
 	}
-	r := holdReply{granted: ints[0] == 1, wait: ints[1], held: int(ints[2]), now: ints[3], expired: int(ints[4])}
+	r := holdReply{granted: ints[0] == 1, wait: ints[1], held: int(ints[2]), now: ints[3], expired: int(ints[4]), max: int(ints[5])}
 	if !r.granted && r.wait == 0 {
 		return holdReply{}, storeErr("hold", fmt.Errorf("bad reply %v: denied without a wait", v))
 	}

@@ -203,10 +203,10 @@ func slidingLogRandom(t *testing.T, p SlidingLog, seed uint64) {
 func TestSlidingLogLargestMax(t *testing.T) {
 	_, mini := miniredisClient(t)
 	pol := SlidingLog{Max: maxLogMax, Window: time.Second}
-	stores := map[string]func(Clock) Store{
-		"memory":    func(c Clock) Store { return NewMemoryStore(WithClock(c)) },
-		"redis":     func(c Clock) Store { return NewRedisStore(redistest.Shared(t).Client(t), WithClock(c)) },
-		"miniredis": func(c Clock) Store { return NewRedisStore(mini, WithClock(c)) },
+	stores := map[string]func(clock) Store{
+		"memory":    func(c clock) Store { return NewMemoryStore(WithClock(c)) },
+		"redis":     func(c clock) Store { return NewRedisStore(redistest.Shared(t).Client(t), WithClock(c)) },
+		"miniredis": func(c clock) Store { return NewRedisStore(mini, WithClock(c)) },
 	}
 	for name, newStore := range stores {
 		t.Run(name, func(t *testing.T) {

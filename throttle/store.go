@@ -35,9 +35,9 @@ type Store interface {
 	configErr() error
 }
 
-// Clock tells a store the time. Stores read it when given one through WithClock;
+// clock tells a store the time. Stores read it when given one through WithClock;
 // a RedisStore otherwise uses Redis TIME, a memory store time.Now.
-type Clock interface {
+type clock interface {
 	Now() time.Time
 }
 
@@ -45,12 +45,12 @@ type Clock interface {
 type StoreOption func(*storeConfig)
 
 type storeConfig struct {
-	clock Clock
+	clock clock
 }
 
 // WithClock makes a store read time from c instead of its default. For a
 // RedisStore this is for tests: it replaces Redis TIME, the fleet's one clock.
-func WithClock(c Clock) StoreOption {
+func WithClock(c clock) StoreOption {
 	return func(s *storeConfig) { s.clock = c }
 }
 

@@ -16,7 +16,7 @@ import (
 
 // A ticket is redeemed once, by the bucket it was booked from, with its slot
 // as the store counted it; an id the store did not issue is no ticket.
-func runTickets(t *testing.T, newStore func(Clock) Store, prefix string) {
+func runTickets(t *testing.T, newStore func(clock) Store, prefix string) {
 	ctx := context.Background()
 	clock := newFakeClock()
 	lim := NewLimiter(newStore(clock), WithKeyPrefix(prefix))
@@ -117,7 +117,7 @@ func runTickets(t *testing.T, newStore func(Clock) Store, prefix string) {
 }
 
 func TestTicketsMemory(t *testing.T) {
-	runTickets(t, func(c Clock) Store { return NewMemoryStore(WithClock(c)) }, "")
+	runTickets(t, func(c clock) Store { return NewMemoryStore(WithClock(c)) }, "")
 
 	// A ticket never redeemed is forgotten ticketGrace after its slot.
 	ctx := context.Background()
@@ -134,7 +134,7 @@ func TestTicketsMemory(t *testing.T) {
 func TestTicketsRedis(t *testing.T) {
 	rdb := redistest.Shared(t).Client(t)
 	prefix := redistest.Prefix(t)
-	runTickets(t, func(c Clock) Store { return NewRedisStore(rdb, WithClock(c)) }, prefix)
+	runTickets(t, func(c clock) Store { return NewRedisStore(rdb, WithClock(c)) }, prefix)
 
 	// The record lives beside its bucket until ticketGrace after its slot.
 	ctx := context.Background()

@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/sluicehq/sluice/throttle"
@@ -79,11 +80,29 @@ func (p *Pool) runLeased(ctx context.Context, j *job, lease *throttle.Lease) (lo
 			j.logger().Warn("workers: cannot release the in-flight slot; it comes back when its lease runs out", "err", rerr)
 		}
 	}()
+	began := time.Now()
 	err = j.rt.h.ProcessTask(hctx, j.task)
+	lease.Observe(time.Since(began), overloaded(hctx, err))
 	select {
 	case <-lease.Lost():
 		lost = true
 	default:
 	}
 	return lost, err
+}
+
+// overloaded reports whether a handler's err says the upstream is
+// overloaded, for an automatic in-flight bound: it refused the request (an
+// *UpstreamError: a 429, a 503) or did not answer in time (the handler's
+// context ran out, or its own timeout did).
+func overloaded(hctx context.Context, err error) bool {
+	var up *UpstreamError
+	switch {
+	case err == nil:
+		return false
+	case errors.As(err, &up), errors.Is(err, context.DeadlineExceeded), errors.Is(hctx.Err(), context.DeadlineExceeded):
+		return true
+	}
+	var te interface{ Timeout() bool }
+	return errors.As(err, &te) && te.Timeout()
 }

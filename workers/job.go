@@ -241,7 +241,7 @@ func (p *Pool) bind(j *job) error {
 	}
 	j.up = j.pol.upstreamOf(j.buckets)
 	j.sem = ""
-	if j.pol.InFlight > 0 {
+	if j.pol.bounded() {
 		if j.sem, err = j.pol.inFlightKey(j.key); err != nil {
 			return err
 		}

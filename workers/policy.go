@@ -88,6 +88,15 @@ type Policy struct {
 	// lost (its worker was cut off from Redis for longer than the lease) has
 	// its handler's context cancelled. At most 1<<20.
 	InFlight int
+	// InFlightAuto makes the in-flight bound follow the upstream's latency
+	// (throttle.Concurrency.Auto): the fleet shares one bound per
+	// semaphore, kept in Redis beside its slots, from InFlightFloor (0
+	// means 1) up to InFlight, the ceiling (0 means 1000). Each job's
+	// handler time is its sample; an *UpstreamError (a 429 or 503) or a
+	// handler that ran out of time is an overload answer, which lowers it.
+	// With a rate limit too, the tighter binds. See docs/adaptive.md.
+	InFlightAuto  bool
+	InFlightFloor int
 	// InFlightLease is how long a slot stays taken after the worker holding
 	// it dies: the lease is renewed every third of it while the handler
 	// runs. 0 means 30s (throttle.Concurrency's default); else from 100ms to 24h.
@@ -185,6 +194,9 @@ const (
 	inFlightSuffix = ":inflight"
 )
 
+// bounded reports whether p's jobs hold in-flight slots: InFlight or InFlightAuto.
+func (p *policy) bounded() bool { return p.slots.Max > 0 || p.slots.Auto }
+
 // policy is a checked copy of a Policy.
 type policy struct {
 	Policy
@@ -193,7 +205,7 @@ type policy struct {
 	upGlobal bool                 // the upstream's bucket is Global (Key and Global, without AdaptKey)
 	global   throttle.Policy      // Policy.Global, nil if none
 	maxWait  time.Duration        // Policy.MaxWait or Config.MaxWait
-	slots    throttle.Concurrency // InFlight and InFlightLease; Max 0 without InFlight
+	slots    throttle.Concurrency // InFlight, InFlightLease, InFlightAuto and InFlightFloor; Max 0 and not Auto without them
 	fp       string               // fingerprint of the limits, for the tickets booked under them
 	late     time.Duration        // how late past its slot a ticket is still honoured (see lateTicket)
 	settles  bool                 // a limit has a SettleFrom: its jobs are charged what they used (charge)
@@ -292,16 +304,18 @@ func newPolicy(pol Policy, defaultWait time.Duration, concurrency int) (*policy,
 	if pol.MaxWait < 0 {
 		bad("MaxWait %v must not be negative", pol.MaxWait)
 	}
-	slots := throttle.Concurrency{Max: pol.InFlight, Lease: pol.InFlightLease}
+	slots := throttle.Concurrency{Max: pol.InFlight, Lease: pol.InFlightLease, Auto: pol.InFlightAuto, Floor: pol.InFlightFloor}
 	switch {
 	case pol.InFlight < 0:
 		bad("InFlight %d must not be negative", pol.InFlight)
-	case pol.InFlight > 0:
+	case pol.InFlight > 0 || pol.InFlightAuto:
 		if err := slots.Validate(); err != nil {
 			bad("InFlight: %w", err)
 		}
 	case pol.InFlightLease != 0:
 		bad("InFlightLease %v is set without InFlight", pol.InFlightLease)
+	case pol.InFlightFloor != 0:
+		bad("InFlightFloor %d is set without InFlightAuto", pol.InFlightFloor)
 	}
 	if pol.Fair {
 		switch {
@@ -639,4 +653,20 @@ func limitOf(p throttle.Policy) (throttle.Limit, bool) {
 		}
 	}
 	return throttle.Limit{}, false
+}
+
+// InFlightOf is the in-flight semaphore of pol's jobs and its bound, for a
+// policy without Key (one semaphore): what throttle.Limiter.InFlight reads
+// to show an automatic bound. The key is "" for a policy with Key, or
+// without InFlight or InFlightAuto.
+func InFlightOf(pol Policy) (string, throttle.Concurrency) {
+	c := throttle.Concurrency{Max: pol.InFlight, Lease: pol.InFlightLease, Auto: pol.InFlightAuto, Floor: pol.InFlightFloor}
+	if pol.Key != nil || (c.Max <= 0 && !c.Auto) {
+		return "", c
+	}
+	limit := ""
+	if pol.Limit == nil && len(pol.Limits) > 0 {
+		limit = pol.Limits[0].Name
+	}
+	return BucketKey(pol, pol.Name, limit) + inFlightSuffix, c
 }

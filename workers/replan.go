@@ -175,7 +175,7 @@ func looser(old, pol *policy) bool {
 	}
 	switch {
 	case old.global != nil && (pol.global == nil || faster(pol.global, old.global)),
-		old.InFlight > 0 && (pol.InFlight == 0 || pol.InFlight > old.InFlight):
+		old.bounded() && (!pol.bounded() || pol.InFlightAuto || pol.slots.Max > old.slots.Max):
 		return true
 	}
 	return false

@@ -70,6 +70,12 @@ func cmdLimits(ctx context.Context, f *fleet, opts options, _ []string, out io.W
 		}
 	}
 	for _, v := range views {
+		if f := v.InFlight; f != nil { // on the type's first row only
+			fmt.Fprintf(out, "%s: in flight %d of auto %d-%d (learned %.1f): %d held, baseline %.1fms, recent %.1fms, %s\n",
+				v.Type, f.Bound, f.Floor, f.Ceiling, f.Limit, f.Held, f.BaselineMS, f.RecentMS, f.Why)
+		}
+	}
+	for _, v := range views {
 		if v.TenantCount == 0 {
 			continue
 		}

@@ -125,6 +125,21 @@ type limitView struct {
 	// Levels are the priority levels with turns booked on the bucket a
 	// limit with priorities shares (docs/priorities.md; cmd/sluice/priorities.go).
 	Levels []levelView `json:"levels,omitempty"`
+	// InFlight is an automatic in-flight bound (in-flight=auto) as the
+	// fleet keeps it; absent without one, or with a bound per key.
+	InFlight *flightView `json:"in_flight,omitempty"`
+}
+
+// flightView is an automatic in-flight bound (docs/adaptive.md).
+type flightView struct {
+	Bound      int     `json:"bound"` // the slots Hold grants now
+	Limit      float64 `json:"limit"` // the learned limit
+	Held       int     `json:"held"`
+	Floor      int     `json:"floor"`
+	Ceiling    int     `json:"ceiling"`
+	BaselineMS float64 `json:"baseline_ms"`
+	RecentMS   float64 `json:"recent_ms"`
+	Why        string  `json:"why"` // cold, slow-start, gradient, overload, probe
 }
 
 // tenantView is one key of a fair limit's global bucket.
@@ -227,6 +242,16 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 		if bucket, a, ok := workers.UpstreamAdaptive(sp.Policy); ok {
 			if _, st, err := f.lim.AdaptiveLimit(ctx, bucket, a); err == nil {
 				v.Effective, v.EffectiveWhy = perSecond(throttle.Limit{Rate: st.Rate, Period: a.Ceiling.Period, Burst: a.Ceiling.Burst}), st.Reason
+			}
+		}
+		if key, c := workers.InFlightOf(sp.Policy); key != "" && c.Auto {
+			if st, err := f.lim.InFlight(ctx, key, c); err == nil {
+				ceiling := c.Max
+				if ceiling == 0 {
+					ceiling = 1000
+				}
+				v.InFlight = &flightView{Bound: st.Bound, Limit: st.Rate, Held: st.Held, Floor: max(c.Floor, 1), Ceiling: ceiling,
+					BaselineMS: float64(st.Baseline) / 1e6, RecentMS: float64(st.Recent) / 1e6, Why: st.Reason}
 			}
 		}
 		if sp.Fair && sp.Global != nil {

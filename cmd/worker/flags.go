@@ -67,7 +67,10 @@ Flags:
                            http:request: after the answer, the job is charged what it used
                            (e.g. {answer.usage.total_tokens}); the rest goes back to the bucket
                            as the upstream gives it back when it answers (docs/third-party.md)
-                           in-flight=N: at most N of these jobs run at once across the fleet
+                           in-flight=N: at most N of these jobs run at once across the fleet;
+                             in-flight=auto[:[FLOOR-]CEIL]: a bound that follows the upstream's
+                             latency (for services that slow down instead of saying 429), from
+                             FLOOR (default 1) to CEIL (default 1000); see docs/adaptive.md
                            policy=P, what the limit promises (default token-bucket):
                              token-bucket    RATE per UNIT on average, bursts up to burst=N
                                              (default: a second's worth, at least 1)
@@ -103,7 +106,7 @@ Flags:
   --limits FILE            limits file, JSON {"limits": [{"type": "...", "rate": "50/s", ...}]}
                            or, named .yaml or .yml, YAML of the same schema,
                            with the spec's options as fields ("policy", "burst", "slots",
-                           "capacity", "key", "max_wait", "cost", "global", "in_flight",
+                           "capacity", "key", "max_wait", "cost", "global", "in_flight" (N or "auto:…"),
                            "adapt": true|false|"key", "floor", "fair": true|false,
                            "weights": {"KEY": N}, "priority": true|false, "priority_floor": PCT);
                            a type's named limits as a list under it,

@@ -128,6 +128,9 @@ func serve(ctx context.Context, c config, rc redisConfig, limits []limit, handle
 	if err := observeAdaptive(tel.meterProvider(), lim, rates); err != nil {
 		log.Warn("telemetry: adaptive rate gauges not registered", "err", err)
 	}
+	if err := observeFlight(tel.meterProvider(), lim, rates); err != nil {
+		log.Warn("telemetry: in-flight bound gauges not registered", "err", err)
+	}
 	if err := pool.Start(); err != nil {
 		shutdownPool(pool, c, log)
 		return cli.Report(stderr, prog, err)

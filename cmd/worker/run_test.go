@@ -165,7 +165,7 @@ func TestRun(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{
 			"--redis", queues.URL(), "--limiter-redis", limiter.URL(), "--key-prefix", redistest.Prefix(t),
-			"--limit", "http:request=50/s,burst=5", "--metrics-addr", "127.0.0.1:0",
+			"--limit", "http:request=50/s,burst=5,in-flight=auto:1-20", "--metrics-addr", "127.0.0.1:0",
 			"--status-interval", "100ms", "--shutdown-timeout", "10s",
 		}, io.Discard, &stderr)
 	}()
@@ -196,6 +196,9 @@ func TestRun(t *testing.T) {
 	assert.NotContains(t, metrics, "otel_scope_", "no scope labels")
 	assert.Regexp(t, `sluice_throttle_adaptive_rate_per_second\{[^}]*sluice_policy="http:request"[^}]*sluice_reason="ceiling"[^}]*\} 50\n`, metrics,
 		"the adaptive limit's effective rate, at its ceiling")
+	assert.Regexp(t, `sluice_throttle_inflight_bound\{[^}]*sluice_policy="http:request"[^}]*\} \d+\n`, metrics,
+		"the automatic in-flight bound")
+	assert.Contains(t, metrics, "sluice_throttle_inflight_baseline_seconds{")
 	docs := readDoc(t, "docs/metrics.md")
 	served := regexp.MustCompile(`(?m)^# TYPE (sluice_\w+) `).FindAllStringSubmatch(metrics, -1)
 	assert.GreaterOrEqual(t, len(served), 4, "sluice's metrics on /metrics")
@@ -240,7 +243,7 @@ func TestRun(t *testing.T) {
 	m := stoppedRe.FindStringSubmatch(out)
 	require.NotNil(t, m, out)
 	assert.Equal(t, []string{"6", "0", "0", "0", "0", "0"}, m[1:7])
-	assert.Regexp(t, `^http:request \d+\.\d/s of 50/s$`, m[7])
+	assert.Regexp(t, `^http:request \d+\.\d/s of 50/s, in flight \d+ of auto 1-20: \d+ held, baseline \S+, recent \S+, [a-z-]+$`, m[7])
 	assert.Equal(t, throttle.ModeShared, m[8])
 	assert.True(t, strings.HasSuffix(out, m[0]), "the final line is the last")
 	assert.NotContains(t, out, "level=ERROR")

@@ -44,6 +44,13 @@ type policyRate struct {
 	eff      float64
 	why      string
 
+	// flightKey and flight are the policy's automatic in-flight bound, if it
+	// has one and one semaphore (workers.InFlightOf); inflight describes it
+	// as last read (readFlight).
+	flightKey string
+	flight    throttle.Concurrency
+	inflight  string
+
 	// fairBucket and fairGlobal are a fair limit's global bucket and its
 	// limit ("" if not fair); tenants describes its keys as last read.
 	fairBucket string
@@ -63,6 +70,7 @@ func (r *rates) counted(h asynq.Handler, pol *workers.Policy) asynq.Handler {
 	pr := &policyRate{name: pol.Name, rate: rate, period: period, perKey: pol.Key != nil, lastAt: r.start}
 	pr.adaptive, pr.bucket = adaptiveOf(*pol)
 	pr.fairBucket, pr.fairGlobal = fairOf(*pol)
+	pr.flightKey, pr.flight = autoFlightOf(*pol)
 	r.policies = append(r.policies, pr)
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		pr.runs.Add(1)
@@ -84,6 +92,8 @@ func (r *rates) setLimit(name string, pol workers.Policy) {
 			p.eff, p.why = 0, ""
 			p.fairBucket, p.fairGlobal = fairOf(pol)
 			p.tenants = ""
+			p.flightKey, p.flight = autoFlightOf(pol)
+			p.inflight = ""
 		}
 	}
 }
@@ -213,10 +223,14 @@ func (p *policyRate) describe(runs int64, over time.Duration) string {
 		}
 		return line
 	}
+	line := fmt.Sprintf("%s %.1f/%s of %s/%s", p.name, achieved, unit, limit, unit)
 	if p.why != "" && p.why != "ceiling" {
-		return fmt.Sprintf("%s %.1f/%s of %.1f/%s (ceiling %s/%s, %s)", p.name, achieved, unit, p.eff, unit, limit, unit, p.why)
+		line = fmt.Sprintf("%s %.1f/%s of %.1f/%s (ceiling %s/%s, %s)", p.name, achieved, unit, p.eff, unit, limit, unit, p.why)
 	}
-	return fmt.Sprintf("%s %.1f/%s of %s/%s", p.name, achieved, unit, limit, unit)
+	if p.inflight != "" {
+		line += ", " + p.inflight
+	}
+	return line
 }
 
 // unitOf writes a limit's period as limit specs do: s, m or h.
@@ -259,6 +273,7 @@ func logStatus(ctx context.Context, log *slog.Logger, interval time.Duration, po
 		case now := <-t.C:
 			r.readAdaptive(ctx, lim)
 			r.readShares(ctx, lim)
+			r.readFlight(ctx, lim)
 			log.LogAttrs(ctx, slog.LevelInfo, "worker status", statusAttrs(pool.Stats(), r.snapshot(now), lim.Mode())...)
 		}
 	}

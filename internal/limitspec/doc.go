@@ -2,7 +2,7 @@
 //
 // A limit for one task type is written
 //
-//	TYPE=RATE/UNIT[,name=NAME][,burst=N][,key=TEMPLATE][,max-wait=DURATION][,cost=N|{TEMPLATE}][,global=RATE/UNIT[:BURST]][,in-flight=N]
+//	TYPE=RATE/UNIT[,name=NAME][,burst=N][,key=TEMPLATE][,max-wait=DURATION][,cost=N|{TEMPLATE}][,global=RATE/UNIT[:BURST]][,in-flight=N|auto[:[FLOOR-]CEIL]]
 //
 // for example
 //
@@ -14,7 +14,9 @@
 // out defaults to the tokens the bucket earns in one second, rounded up, and at
 // least 1: 50/s gets 50, 100/m gets 2, 0.5/s gets 1. The same default applies to
 // the burst of a global limit written without ":BURST". in-flight=N lets at most
-// N jobs of one key run at once across the fleet.
+// N jobs of one key run at once across the fleet; in-flight=auto makes that
+// bound follow the upstream's latency, from FLOOR (1) to CEIL (1000) as
+// in-flight=auto:CEIL or auto:FLOOR-CEIL say (throttle.Concurrency.Auto).
 //
 // A type may have several limits, taken together, all or nothing: one spec
 // each, each with name=NAME, read together by [ParseAll]:

@@ -23,7 +23,7 @@ type fileEntry struct {
 	Key       string         `json:"key"`            // key template
 	MaxWait   string         `json:"max_wait"`       // Go duration; absent: the worker's default
 	Global    string         `json:"global"`         // RATE/UNIT[:BURST]; absent: no global bucket
-	InFlight  *int           `json:"in_flight"`      // absent: no bound
+	InFlight  *flightValue   `json:"in_flight"`      // N or "auto[:[FLOOR-]CEIL]"; absent: no bound
 	Adapt     *adaptValue    `json:"adapt"`          // true, false or "key"; absent: on for token-bucket
 	Floor     string         `json:"floor"`          // RATE/UNIT; absent: a tenth of the rate
 	Fair      *bool          `json:"fair"`           // absent: on with key and global
@@ -285,11 +285,11 @@ func (e fileEntry) opts() (typeOpts, error) {
 		}
 	}
 	if e.InFlight != nil {
-		if *e.InFlight < 1 {
-			return o, invalidf("in_flight %d must be at least 1 (leave it out for no bound)", *e.InFlight)
+		if !e.InFlight.auto && e.InFlight.max < 1 {
+			return o, invalidf("in_flight %d must be at least 1 (leave it out for no bound)", e.InFlight.max)
 		}
 		give(optFlight)
-		o.inFlight = *e.InFlight // its upper bound is checked by Validate
+		o.fl = e.InFlight.flight // its upper bound is checked by Validate
 	}
 	if e.Adapt != nil {
 		give(optAdapt)

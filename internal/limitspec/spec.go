@@ -55,7 +55,7 @@ type Spec struct {
 
 // Parse parses one limit written as
 //
-//	TYPE=RATE/UNIT[,name=NAME][,policy=NAME][,burst=N][,slots=N][,capacity=N][,key=TEMPLATE][,max-wait=DURATION][,cost=N|{TEMPLATE}][,settle={TEMPLATE}][,global=RATE/UNIT[:BURST]][,in-flight=N][,priority=on|off][,priority-floor=PCT]
+//	TYPE=RATE/UNIT[,name=NAME][,policy=NAME][,burst=N][,slots=N][,capacity=N][,key=TEMPLATE][,max-wait=DURATION][,cost=N|{TEMPLATE}][,settle={TEMPLATE}][,global=RATE/UNIT[:BURST]][,in-flight=N|auto[:[FLOOR-]CEIL]][,priority=on|off][,priority-floor=PCT]
 //
 // for example "email:send=100/m,burst=10,key=tenant:{payload.tenant}". Spaces
 // around each part are ignored. name= makes the limit one of the type's
@@ -186,14 +186,14 @@ type part struct {
 // typeOpts are the options of a type, beside its limits: given on any one
 // of its specs, or at the top of its file entry.
 type typeOpts struct {
-	given    []string // the options given, by name
-	key      string
-	maxWait  time.Duration
-	global   throttle.Policy // a throttle.Limit, or nil
-	inFlight int
-	ad       adaptive
-	fa       fairness
-	pr       priorities
+	given   []string // the options given, by name
+	key     string
+	maxWait time.Duration
+	global  throttle.Policy // a throttle.Limit, or nil
+	fl      flight
+	ad      adaptive
+	fa      fairness
+	pr      priorities
 }
 
 // typeOptions are the options of a type, as opposed to those of one limit.
@@ -215,7 +215,7 @@ func (o *typeOpts) join(from typeOpts) error {
 		case optGlobal:
 			o.global = from.global
 		case optFlight:
-			o.inFlight = from.inFlight
+			o.fl = from.fl
 		case optAdapt:
 			o.ad.set, o.ad.on, o.ad.key = from.ad.set, from.ad.on, from.ad.key
 		case optFloor:
@@ -304,7 +304,7 @@ func parsePart(s string) (part, error) {
 			g, err = parseGlobal(value)
 			o.global = g
 		case optFlight:
-			o.inFlight, err = parseCount(optFlight, value)
+			o.fl, err = parseFlight(value)
 		case optAdapt:
 			o.ad.set = true
 			o.ad.on, o.ad.key, err = parseAdapt(value)
@@ -339,7 +339,7 @@ func build(parts []part) (Spec, error) {
 			return Spec{}, err
 		}
 	}
-	sp := Spec{Policy: workers.Policy{Name: parts[0].typ, MaxWait: o.maxWait, Global: o.global, InFlight: o.inFlight}, KeyTemplate: o.key}
+	sp := Spec{Policy: workers.Policy{Name: parts[0].typ, MaxWait: o.maxWait, Global: o.global, InFlight: o.fl.max, InFlightAuto: o.fl.auto, InFlightFloor: o.fl.floor}, KeyTemplate: o.key}
 	unnamed := false
 	for _, pt := range parts {
 		lim, err := pt.sh.build(pt.rate, pt.period)
@@ -588,12 +588,9 @@ func (s Spec) validate() (workers.KeyFunc, map[string]workers.CostFunc, error) {
 	switch {
 	case hasGlobal && all[0].Cost > global.Burst:
 		return nil, nil, invalidf("cost %d is larger than global burst %d: no job could ever run", all[0].Cost, global.Burst)
-	case s.InFlight < 0:
-		return nil, nil, invalidf("in-flight %d must not be negative", s.InFlight)
-	case s.InFlight > 0:
-		if err := (throttle.Concurrency{Max: s.InFlight}).Validate(); err != nil {
-			return nil, nil, invalidf("in-flight: %s", reason(err))
-		}
+	}
+	if err := validateFlight(s); err != nil {
+		return nil, nil, err
 	}
 	return key, costs, nil
 }
@@ -800,9 +797,7 @@ func (s Spec) writeType(b *strings.Builder, first workers.NamedLimit) {
 		writeRate(b, g.Rate, g.Period)
 		fmt.Fprintf(b, ":%d", g.Burst)
 	}
-	if s.InFlight != 0 {
-		fmt.Fprintf(b, ",%s=%d", optFlight, s.InFlight)
-	}
+	writeFlight(b, s)
 	switch target := adaptTarget(s); {
 	case s.AdaptKey:
 		fmt.Fprintf(b, ",%s=%s", optAdapt, adaptKey)

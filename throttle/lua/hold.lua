@@ -9,8 +9,11 @@
 -- ARGV[3]   lease in microseconds (> 0)
 -- ARGV[4]   the lease id; an id that already holds a slot is granted again
 --           (its lease extended), never counted twice, so a retried call is safe
+-- KEYS[2], ARGV[5]  only for an automatic bound (Concurrency.Auto): its hash
+--           (flight.lua), whose "bound" field is the max while it is below
+--           ARGV[2], the ceiling; ARGV[5] is the bound while it has none
 --
--- Reply: {granted (0|1), wait µs, held, now µs, expired}
+-- Reply: {granted (0|1), wait µs, held, now µs, expired, max}
 --   granted 1: id holds a slot until now + lease; wait is 0.
 --   granted 0: no slot was taken; wait is µs until enough leases run out for
 --              a slot to be free, if none is renewed or released: with held
@@ -21,6 +24,9 @@
 -- The key's TTL is always the time until its last lease ends.
 
 local max, lease, id = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+if KEYS[2] then
+  max = math.min(max, tonumber(redis.call("HGET", KEYS[2], "bound")) or tonumber(ARGV[5]))
+end
 
 local expired = redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", now)
 local held = redis.call("ZCARD", KEYS[1])
@@ -30,9 +36,9 @@ if mine or held < max then
   redis.call("ZADD", KEYS[1], now + lease, id)
   local last = tonumber(redis.call("ZRANGE", KEYS[1], -1, -1, "WITHSCORES")[2])
   redis.call("PEXPIRE", KEYS[1], math.ceil((last - now) / 1000) + 1000) -- a second of slack, as int.lua's ms
-  return {1, 0, held, now, expired}
+  return {1, 0, held, now, expired, max}
 end
 
 local i = held - max
 local nth = redis.call("ZRANGE", KEYS[1], i, i, "WITHSCORES")
-return {0, tonumber(nth[2]) - now, held, now, expired}
+return {0, tonumber(nth[2]) - now, held, now, expired, max}

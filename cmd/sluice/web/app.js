@@ -47,6 +47,14 @@ function fill(id, rows) {
 }
 
 // tenants says which keys share a fair limit's global bucket now.
+// inFlight describes an automatic in-flight bound (in-flight=auto), if any.
+function inFlight(l) {
+  const f = l.in_flight;
+  if (!f) return "";
+  return ` · in flight ${f.held} of ${f.bound} (auto ${f.floor}-${f.ceiling}, ` +
+    `baseline ${f.baseline_ms.toFixed(1)} ms, recent ${f.recent_ms.toFixed(1)} ms, ${f.why})`;
+}
+
 function tenants(l) {
   if (!l.tenant_count) return "";
   const shown = (l.tenants || []).map(t =>
@@ -83,7 +91,7 @@ function draw(st) {
       el("td", {}, spark(h, l.effective_why ? l.effective_per_s : l.rate_per_s),
         ` ${l.grants_per_s.toFixed(1)} of ${(l.effective_why ? l.effective_per_s : l.rate_per_s).toFixed(1)}` +
         (l.effective_why && l.effective_why !== "ceiling" ? ` (ceiling ${l.rate_per_s.toFixed(1)}, ${l.effective_why})` : "") +
-        (l.keyed ? " per key" : "") + tenants(l) + levels(l)),
+        (l.keyed ? " per key" : "") + tenants(l) + levels(l) + inFlight(l)),
       el("td", { class: "num" }, tokens), cool,
       el("td", { class: "num" }, l.waiting),
       el("td", { class: "num" }, l.queued === undefined ? "-" : `${l.queued} (${(l.queues || []).join(", ")})`),
