@@ -10,6 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/queue"
 )
 
 // queueName is the asynq queue every test uses (the commands' default).
@@ -23,18 +24,35 @@ func newInspector(tb testing.TB, srv *redistest.Server) *asynq.Inspector {
 	return insp
 }
 
-// queueInfo returns the queue's counts; a queue no task has reached yet has
-// all zero counts.
+// queueInfo returns the queue's counts, summed over its family (a member per
+// priority and lane: queue.Family); a member no task has reached yet counts
+// zero.
 func queueInfo(tb testing.TB, insp *asynq.Inspector) asynq.QueueInfo {
 	tb.Helper()
-	qi, err := insp.GetQueueInfo(queueName)
+	sum := asynq.QueueInfo{Queue: queueName}
+	qs, err := insp.Queues()
 	if err != nil {
-		if qs, qerr := insp.Queues(); qerr == nil && !slices.Contains(qs, queueName) {
-			return asynq.QueueInfo{Queue: queueName}
-		}
-		tb.Fatalf("inspect queue %q: %v", queueName, err)
+		tb.Fatalf("list queues: %v", err)
 	}
-	return *qi
+	for _, q := range queue.Family(queueName) {
+		if !slices.Contains(qs, q) {
+			continue
+		}
+		qi, err := insp.GetQueueInfo(q)
+		if err != nil {
+			tb.Fatalf("inspect queue %q: %v", q, err)
+		}
+		sum.Size += qi.Size
+		sum.Pending += qi.Pending
+		sum.Active += qi.Active
+		sum.Scheduled += qi.Scheduled
+		sum.Retry += qi.Retry
+		sum.Archived += qi.Archived
+		sum.Completed += qi.Completed
+		sum.Processed += qi.Processed
+		sum.Failed += qi.Failed
+	}
+	return sum
 }
 
 // counts is a QueueInfo's task counts, printable in a failure message.
@@ -73,18 +91,29 @@ func archivedTasks(tb testing.TB, insp *asynq.Inspector) []*asynq.TaskInfo {
 	return listAll(tb, insp.ListArchivedTasks)
 }
 
-// listAll pages through one of the Inspector's List…Tasks methods.
+// listAll pages through one of the Inspector's List…Tasks methods, over the
+// queue's family.
 func listAll(tb testing.TB, list func(string, ...asynq.ListOption) ([]*asynq.TaskInfo, error)) []*asynq.TaskInfo {
+	tb.Helper()
+	var all []*asynq.TaskInfo
+	for _, q := range queue.Family(queueName) {
+		all = append(all, listQueue(tb, q, list)...)
+	}
+	return all
+}
+
+// listQueue pages through one of the Inspector's List…Tasks methods on queue q.
+func listQueue(tb testing.TB, q string, list func(string, ...asynq.ListOption) ([]*asynq.TaskInfo, error)) []*asynq.TaskInfo {
 	tb.Helper()
 	const size = 500
 	var all []*asynq.TaskInfo
 	for page := 1; ; page++ {
-		ts, err := list(queueName, asynq.PageSize(size), asynq.Page(page))
+		ts, err := list(q, asynq.PageSize(size), asynq.Page(page))
 		if errors.Is(err, asynq.ErrQueueNotFound) {
 			return all
 		}
 		if err != nil {
-			tb.Fatalf("list tasks of queue %q: %v", queueName, err)
+			tb.Fatalf("list tasks of queue %q: %v", q, err)
 		}
 		all = append(all, ts...)
 		if len(ts) < size {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 )
 
 // Client enqueues sluice tasks over an asynq.Client: [Client.Enqueue] sends a
@@ -16,15 +17,17 @@ import (
 //
 // A Client is safe for concurrent use by multiple goroutines.
 type Client struct {
-	ac  *asynq.Client
-	now func() time.Time
+	ac    *asynq.Client
+	now   func() time.Time
+	lanes *lanes
 }
 
 // ClientOption configures a [Client].
 type ClientOption func(*clientConfig)
 
 type clientConfig struct {
-	now func() time.Time
+	now   func() time.Time
+	lanes redis.UniversalClient
 }
 
 func newClientConfig(opts []ClientOption) clientConfig {
@@ -46,12 +49,24 @@ func WithClock(now func() time.Time) ClientOption {
 	}
 }
 
+// WithLanes gives each task's Key a lane of its queue (see [Lanes]), kept
+// in rdb, which must be the queues' Redis (asynq's): so that one key's
+// backlog is never in front of another key's first job at dequeue. Without
+// it, every task goes to lane 0 of its priority, as if it had no key.
+// cmd/enqueue uses it. See docs/jobs.md, "The queue side".
+func WithLanes(rdb redis.UniversalClient) ClientOption {
+	return func(c *clientConfig) { c.lanes = rdb }
+}
+
 // NewClient returns a Client that enqueues through c, which must not be nil.
 // The Client does not own c: closing c is the caller's job.
 func NewClient(c *asynq.Client, opts ...ClientOption) *Client {
 	cfg := newClientConfig(opts)
-	return &Client{ac: c, now: cfg.now}
+	return &Client{ac: c, now: cfg.now, lanes: &lanes{rdb: cfg.lanes, now: cfg.now}}
 }
+
+// defaultQueue is asynq's queue for a task enqueued without the Queue option.
+const defaultQueue = "default"
 
 // asynqDefaultMaxRetry is asynq's retry budget for a task enqueued without MaxRetry.
 const asynqDefaultMaxRetry = 25
@@ -70,12 +85,18 @@ const asynqDefaultMaxRetry = 25
 // own budget on real failures, so MaxRetry(0) still means "never retried
 // after a failure".
 //
+// The task goes to the member of its queue (the asynq.Queue option, else
+// "default") for its Priority and its Key's lane: see [Member] and
+// [WithLanes]. A task with neither goes to the queue itself. A queue named
+// like a member (QUEUE:pN...) is refused: name its base and set Priority.
+//
 // An invalid task is an error matching [ErrInvalidTask], with no I/O.
 func (c *Client) Enqueue(ctx context.Context, t Task, opts ...asynq.Option) (*asynq.TaskInfo, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	m := Meta{Key: t.Key, Cost: t.Cost, EnqueuedAt: c.now(), MaxRetry: asynqDefaultMaxRetry, HasMaxRetry: true}
+	m := Meta{Key: t.Key, Cost: t.Cost, Priority: t.Priority, EnqueuedAt: c.now(), MaxRetry: asynqDefaultMaxRetry, HasMaxRetry: true}
+	base := defaultQueue
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -101,9 +122,21 @@ func (c *Client) Enqueue(ctx context.Context, t Task, opts ...asynq.Option) (*as
 			if n, ok := v.(int); ok {
 				m.MaxRetry = max(n, 0)
 			}
+		case asynq.QueueOpt:
+			if q, ok := v.(string); ok {
+				base = q
+			}
 		}
 	}
-	opts = append(slices.Clone(opts), asynq.MaxRetry(m.MaxRetry+1)) // the last option of a kind wins
+	if Reserved(base) {
+		return nil, fmt.Errorf("%w: queue %q is named like a member of a queue's family (QUEUE:pN, QUEUE:pN:lK): name the queue and set Task.Priority", ErrInvalidTask, base)
+	}
+	lane, err := c.lanes.of(ctx, base, t.Key)
+	if err != nil {
+		return nil, fmt.Errorf("queue: enqueue %s: %w", t.Type, err)
+	}
+	// The last option of a kind wins.
+	opts = append(slices.Clone(opts), asynq.MaxRetry(m.MaxRetry+1), asynq.Queue(Member(base, t.Priority, lane)))
 	h := maps.Clone(t.Headers)
 	if h == nil {
 		h = make(map[string]string, 4)

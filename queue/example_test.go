@@ -86,3 +86,20 @@ func ExampleClient_Requeue() {
 		log.Fatal(err)
 	}
 }
+
+// A queue is a family of asynq queues, a member per priority and lane: a
+// task with neither goes to the queue itself, as before priorities.
+func ExampleMember() {
+	fmt.Println(queue.Member("email", 0, 0))
+	fmt.Println(queue.Member("email", queue.HighestPriority, 0))
+	fmt.Println(queue.Member("email", queue.DefaultPriority, 2))
+	base, p, lane, ok := queue.ParseMember("email:p5:l1")
+	fmt.Println(base, p, lane, ok)
+	fmt.Println(len(queue.Family("email")))
+	// Output:
+	// email
+	// email:p1
+	// email:p3:l2
+	// email 5 1 true
+	// 20
+}

@@ -30,13 +30,17 @@ type Task struct {
 	Key     string            // optional throttle key; "" means the worker's policy decides
 	Cost    int               // tokens; 0 means the policy's default
 	Headers map[string]string // extra headers carried with the task
+	// Priority is 1 (first) to 5 (last); 0 means DefaultPriority. It is
+	// carried in HeaderPriority and picks the member of the task's queue
+	// that holds it (see Member).
+	Priority int
 }
 
 // Validate reports whether t may be enqueued: Type is not blank, at most
 // [MaxTypeLen] bytes and free of control characters; Key is at most
 // [MaxKeyLen] bytes and free of control characters; Cost is in
-// [0, [MaxCost]]; Payload is at most [MaxPayload] bytes; and no extra header
-// name starts with the reserved "sluice-" prefix (in any letter case).
+// [0, [MaxCost]]; Priority is 0 or in [HighestPriority, LowestPriority];
+// Payload is at most [MaxPayload] bytes; and no extra header name starts with the reserved "sluice-" prefix (in any letter case).
 // The error matches [ErrInvalidTask].
 func (t Task) Validate() error {
 	if strings.TrimSpace(t.Type) == "" {
@@ -50,6 +54,10 @@ func (t Task) Validate() error {
 	}
 	if t.Cost < 0 || t.Cost > MaxCost {
 		return fmt.Errorf("%w: cost %d is out of range [0, %d]", ErrInvalidTask, t.Cost, MaxCost)
+	}
+	if t.Priority != 0 && (t.Priority < HighestPriority || t.Priority > LowestPriority) {
+		return fmt.Errorf("%w: priority %d is out of range [%d, %d] (1 first, 5 last; 0 for the default, %d)",
+			ErrInvalidTask, t.Priority, HighestPriority, LowestPriority, DefaultPriority)
 	}
 	if len(t.Payload) > MaxPayload {
 		return fmt.Errorf("%w: payload is %d bytes, more than %d", ErrInvalidTask, len(t.Payload), MaxPayload)

@@ -48,7 +48,7 @@ func (p *Pool) askFirst(ctx context.Context, j *job) (fate, bool) {
 	defer cancel()
 	stop := context.AfterFunc(p.stopCtx, cancel)
 	defer stop()
-	done := p.startWaiting(ctx, j.rt)
+	done := p.startWaiting(ctx, j)
 	lease, err := p.cfg.Limiter.Hold(wctx, j.upstream()+probeSuffix, probeClaim)
 	done()
 	if err != nil {

@@ -40,9 +40,14 @@ type Config struct {
 	// their turn included. 0 means 10.
 	Concurrency int
 	// Queues are the asynq queues to take jobs from, with their priorities.
-	// nil means {"default": 1}.
+	// nil means {"default": 1}. The pool serves each queue's whole family
+	// (queue.Family: a member per job priority and lane), weighted so that
+	// higher job priorities are dequeued first (see family.go); a name that
+	// is itself a member's (ending in :pN or :pN:lK) is refused.
 	Queues map[string]int
-	// StrictPriority empties higher-priority queues first (asynq's option).
+	// StrictPriority empties higher-priority queues first (asynq's option);
+	// job priorities then are strict too: the highest priority with jobs is
+	// taken first, its lanes alike (see dequeue.go).
 	StrictPriority bool
 
 	// MaxWait is how long a job may wait in this process for its turn before
@@ -114,6 +119,9 @@ func (c Config) withDefaults() (Config, error) {
 		if strings.TrimSpace(name) == "" {
 			bad("queue name %q is blank", name)
 		}
+		if queue.Reserved(name) {
+			bad("queue name %q is named like a member of a queue's family (QUEUE:pN, QUEUE:pN:lK): the pool serves those of each queue it is given", name)
+		}
 		if prio < 1 {
 			bad("queue %q: priority %d must be at least 1", name, prio)
 		}
@@ -177,7 +185,7 @@ func (p *Pool) asynqConfig() asynq.Config {
 	c := p.cfg
 	return asynq.Config{
 		Concurrency:              c.Concurrency,
-		Queues:                   c.Queues,
+		Queues:                   familyQueues(c.Queues),
 		StrictPriority:           c.StrictPriority,
 		IsFailure:                queue.IsFailure,
 		RetryDelayFunc:           queue.RetryDelayFunc(c.RetryDelay),

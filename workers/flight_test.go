@@ -195,3 +195,37 @@ func TestPoolInFlightAutoWithEveryOption(t *testing.T) {
 	assert.Equal(t, int64(0), stats.Archived)
 	assert.Positive(t, stats.Cooldowns, "the refusal cooled the bucket down")
 }
+
+// A rate and in-flight=auto on one type: the tighter binds. Over an upstream
+// that serves 50 calls at once in 5 ms, a rate of 20/s (burst 1) is the
+// tighter limit: 40 jobs take at least 39 turns of 50 ms, however high the
+// learned in-flight bound climbs, and the rate's pace leaves at most a
+// couple of calls in the upstream at once.
+func TestPoolInFlightAutoWithTighterRate(t *testing.T) {
+	h := newHarness(t)
+	up := newSlowUpstream(50, 5*time.Millisecond)
+	pol := &workers.Policy{Name: "db", Limit: throttle.Limit{Rate: 20, Burst: 1}, InFlight: 30, InFlightAuto: true, MaxWait: 20 * time.Second}
+	var done atomic.Int64
+	var first, last atomic.Int64
+	p, err := workers.NewPool(h.config(t))
+	require.NoError(t, err)
+	p.HandleFunc("db", func(ctx context.Context, task *asynq.Task) error {
+		now := time.Now().UnixNano()
+		first.CompareAndSwap(0, now)
+		last.Store(now)
+		err := up.call(ctx, "")
+		done.Add(1)
+		return err
+	}, pol)
+	start(t, p)
+	const n = 40
+	for i := range n {
+		h.enqueue(t, queue.Task{Type: "db", Payload: []byte(strconv.Itoa(i))}, asynq.MaxRetry(0))
+	}
+	waitFor(t, 30*time.Second, "every job to run", func() bool { return done.Load() >= n })
+	span := time.Duration(last.Load() - first.Load())
+	assert.GreaterOrEqual(t, span, 39*50*time.Millisecond-time.Millisecond, "the rate binds: %d starts took %v", n, span)
+	assert.LessOrEqual(t, up.peak.Load(), int64(3), "the rate's pace keeps the upstream nearly idle")
+	assert.Equal(t, int64(n), done.Load(), "every job ran once")
+	assert.Equal(t, int64(0), p.Stats().Archived)
+}

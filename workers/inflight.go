@@ -45,7 +45,7 @@ func (p *Pool) holdSlot(ctx context.Context, j *job, budget time.Duration) (*thr
 	defer cancel()
 	stop := context.AfterFunc(p.stopCtx, cancel)
 	defer stop()
-	done := p.startWaiting(ctx, j.rt)
+	done := p.startWaiting(ctx, j)
 	lease, err := p.cfg.Limiter.Hold(wctx, j.sem, j.pol.slots)
 	done()
 	if err != nil {

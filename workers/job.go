@@ -316,7 +316,7 @@ func (p *Pool) redeem(ctx context.Context, j *job) fate {
 	if !p.addWaiter(w) {
 		stop()
 	}
-	done := p.startWaiting(ctx, j.rt)
+	done := p.startWaiting(ctx, j)
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	var err error
@@ -451,7 +451,7 @@ func (p *Pool) acquire(ctx context.Context, j *job) fate {
 	if !p.addWaiter(w) { // the pool began to stop since budget was read
 		cancel()
 	}
-	done := p.startWaiting(ctx, j.rt)
+	done := p.startWaiting(ctx, j)
 	err = r.Wait(wctx) // if wctx ends first, Wait gives the tokens back
 	done()
 	p.removeWaiter(w)

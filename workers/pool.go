@@ -85,7 +85,8 @@ type route struct {
 	pol  atomic.Pointer[policy] // nil: not throttled; SetPolicy swaps it while jobs run
 	tel  *routeTelemetry
 
-	waiting atomic.Int64 // jobs of the route waiting in this process now
+	waiting   atomic.Int64    // jobs of the route waiting in this process now
+	waitingBy [5]atomic.Int64 // the same by job priority, from 1
 	// gaveBack wakes one job of the route waiting unbooked for tokens
 	// (place) when a job's charge gave tokens back (see charge).
 	gaveBack chan struct{}
@@ -108,6 +109,7 @@ func NewPool(cfg Config) (*Pool, error) {
 		return nil, fmt.Errorf("workers: invalid Config: Redis: unsupported asynq.RedisConnOpt %T", cfg.Redis)
 	}
 	queue.FollowFailover(rdb)
+	rdb.AddHook(newChooser(cfg.TaskCheckInterval, cfg.StrictPriority)) // a fetch finds the right member of a family at once (dequeue.go)
 	stopCtx, stop := context.WithCancel(context.Background())
 	p := &Pool{
 		cfg:     cfg,

@@ -188,7 +188,7 @@ func (p *Pool) moveScheduled(ctx context.Context, types map[string]bool, most in
 	insp := asynq.NewInspectorFromRedisClient(p.rdb)
 	moved := 0
 	var errs []error
-	for qname := range p.cfg.Queues {
+	for qname := range familyQueues(p.cfg.Queues) {
 		ids, err := p.scheduledOf(ctx, insp, qname, types)
 		if err != nil {
 			errs = append(errs, err)

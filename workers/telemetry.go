@@ -7,6 +7,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sluicehq/sluice/queue"
 )
 
 const scope = "github.com/sluicehq/sluice/workers"
@@ -68,7 +70,7 @@ func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) *telemetry {
 		metric.WithDescription("Time a throttled job waited in the worker for its turn before its handler ran."), metric.WithUnit("s"),
 		metric.WithExplicitBucketBoundaries(0, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
 	t.waiting, _ = m.Int64UpDownCounter("sluice.jobs.waiting",
-		metric.WithDescription("Jobs waiting in the worker now, for their turn or an in-flight slot."), metric.WithUnit("{job}"))
+		metric.WithDescription("Jobs waiting in the worker now, for their turn or an in-flight slot, by policy and job priority (1 first, 5 last)."), metric.WithUnit("{job}"))
 	return t
 }
 
@@ -80,6 +82,9 @@ type routeTelemetry struct {
 	record    []metric.RecordOption
 	byOutcome [numOutcomes][]metric.AddOption
 	byReason  [numReasons][]metric.AddOption
+	// byPriority is the policy's attributes with a job's priority (index
+	// priority-1), for sluice.jobs.waiting.
+	byPriority [queue.LowestPriority - queue.HighestPriority + 1][]metric.AddOption
 }
 
 func newRouteTelemetry(taskType, policy string) *routeTelemetry {
@@ -98,6 +103,9 @@ func newRouteTelemetry(taskType, policy string) *routeTelemetry {
 	}
 	for o := range rt.byOutcome {
 		rt.byOutcome[o] = []metric.AddOption{metric.WithAttributeSet(with(attribute.String("sluice.outcome", outcomeNames[o])))}
+	}
+	for i := range rt.byPriority {
+		rt.byPriority[i] = []metric.AddOption{metric.WithAttributeSet(with(attribute.Int("sluice.priority", i+queue.HighestPriority)))}
 	}
 	for r := range rt.byReason {
 		rt.byReason[r] = []metric.AddOption{metric.WithAttributeSet(with(attribute.String("sluice.reason", reasonNames[r])))}
@@ -132,14 +140,21 @@ func (p *Pool) waited(ctx context.Context, rt *route, d time.Duration) {
 	p.tel.wait.Record(ctx, d.Seconds(), rt.tel.record...)
 }
 
-// startWaiting counts a job as waiting until the returned func is called.
-func (p *Pool) startWaiting(ctx context.Context, rt *route) (done func()) {
-	p.tel.waiting.Add(ctx, 1, rt.tel.policy...)
+// startWaiting counts job j as waiting, by its policy and its priority,
+// until the returned func is called.
+func (p *Pool) startWaiting(ctx context.Context, j *job) (done func()) {
+	rt, prio := j.rt, j.meta.PriorityOr()
+	attrs := rt.tel.byPriority[prio-queue.HighestPriority]
+	p.tel.waiting.Add(ctx, 1, attrs...)
 	p.stats.waiting.Add(1)
+	p.stats.waitingBy[prio-queue.HighestPriority].Add(1)
 	rt.waiting.Add(1)
+	rt.waitingBy[prio-queue.HighestPriority].Add(1)
 	return func() {
-		p.tel.waiting.Add(ctx, -1, rt.tel.policy...)
+		p.tel.waiting.Add(ctx, -1, attrs...)
 		p.stats.waiting.Add(-1)
+		p.stats.waitingBy[prio-queue.HighestPriority].Add(-1)
 		rt.waiting.Add(-1)
+		rt.waitingBy[prio-queue.HighestPriority].Add(-1)
 	}
 }

@@ -54,6 +54,12 @@ Flags:
   --key KEY           throttle key carried in the task's sluice-key header, for
                       policies whose key template reads {header.sluice-key}
   --cost N            tokens each task costs (default: the worker's policy)
+  --priority N        1 (first) to 5 (last), default 3: among jobs waiting for the
+                      same limit, a higher priority is dequeued and granted first
+                      (docs/priorities.md); carried in the sluice-priority header
+  --envelopes         each line of --payloads is an envelope, not a bare payload:
+                      {"payload": JSON, "key": "K", "cost": N, "priority": N}; the
+                      fields left out take --key, --cost and --priority
   --quiet             print nothing but errors
   --version           print the version and exit
 
@@ -67,6 +73,9 @@ Examples:
     --payload '{"url": "https://example.com/hook", "method": "POST", "body": "hi"}'
 
   jq -c '.[] | {url: .hook}' customers.json | enqueue --type http:request --payloads -
+
+  jq -c '.[] | {payload: {url: .hook}, key: .tenant, priority: .urgency}' customers.json |
+    enqueue --type http:request --payloads - --envelopes
 
 Progress goes to stderr and a summary to stdout. Exit status: 0 done, 1 runtime
 failure, 2 bad usage or input (nothing was enqueued), 130 interrupted.
@@ -102,6 +111,7 @@ func parseFlags(args []string, stdin io.Reader) (config, error) {
 		deadline           string
 		maxRetry           int
 		timeout, uniqueFor time.Duration
+		envelopes          bool
 	)
 	fs.StringVar(&c.redisURL, "redis", "", "")
 	fs.StringVar(&task.Type, "type", "", "")
@@ -116,6 +126,8 @@ func parseFlags(args []string, stdin io.Reader) (config, error) {
 	fs.DurationVar(&uniqueFor, "unique", 0, "")
 	fs.StringVar(&task.Key, "key", "", "")
 	fs.IntVar(&task.Cost, "cost", 0, "")
+	fs.IntVar(&task.Priority, "priority", 0, "")
+	fs.BoolVar(&envelopes, "envelopes", false, "")
 	fs.BoolVar(&c.quiet, "quiet", false, "")
 	fs.Fallback("redis", "REDIS_URL")
 	if err := fs.Parse(args); err != nil {
@@ -137,6 +149,8 @@ func parseFlags(args []string, stdin io.Reader) (config, error) {
 		return config{}, cli.Usagef("--count %d is out of range [1, %d]", c.count, maxCount)
 	case strings.TrimSpace(c.queue) == "":
 		return config{}, cli.Usagef("--queue is empty")
+	case queue.Reserved(c.queue):
+		return config{}, cli.Usagef("--queue %s is named like a member of a queue's family (QUEUE:pN, QUEUE:pN:lK): name the queue and give --priority", c.queue)
 	case fs.Given("max-retry") && maxRetry < 0:
 		return config{}, cli.Usagef("--max-retry %d must not be negative", maxRetry)
 	case c.in < 0:
@@ -147,6 +161,10 @@ func parseFlags(args []string, stdin io.Reader) (config, error) {
 		return config{}, cli.Usagef("--unique %v must be at least 1s (asynq keeps uniqueness in whole seconds)", uniqueFor)
 	case task.Cost < 0:
 		return config{}, cli.Usagef("--cost %d must not be negative", task.Cost)
+	case fs.Given("priority") && (task.Priority < queue.HighestPriority || task.Priority > queue.LowestPriority):
+		return config{}, cli.Usagef("--priority %d is out of range: 1 (first) to 5 (last), default 3", task.Priority)
+	case envelopes && !fs.Given("payloads"):
+		return config{}, cli.Usagef("--envelopes is for the lines of --payloads")
 	}
 	var due time.Time
 	if fs.Given("deadline") {
@@ -158,7 +176,7 @@ func parseFlags(args []string, stdin io.Reader) (config, error) {
 
 	var err error
 	if fs.Given("payloads") {
-		if c.tasks, err = readPayloads(payloads, stdin, task); err != nil {
+		if c.tasks, err = readPayloads(payloads, stdin, task, envelopes); err != nil {
 			return config{}, err
 		}
 		if c.total() > maxCount {

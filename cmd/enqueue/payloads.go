@@ -3,10 +3,12 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/queue"
@@ -17,9 +19,10 @@ const maxLine = 4 << 20
 
 // readPayloads reads the NDJSON payloads file at path ("-": stdin), one JSON
 // document per line, blank lines skipped, and returns a task like base for
-// each. It reads and checks the whole file before anything is enqueued: a
+// each. With envelopes, each line is an envelope (see envelope) whose
+// fields override base's. It reads and checks the whole file before anything is enqueued: a
 // bad line is an error that names it, and nothing is sent.
-func readPayloads(path string, stdin io.Reader, base queue.Task) ([]queue.Task, error) {
+func readPayloads(path string, stdin io.Reader, base queue.Task, envelopes bool) ([]queue.Task, error) {
 	name := path
 	r := stdin
 	if path == "-" {
@@ -47,10 +50,16 @@ func readPayloads(path string, stdin io.Reader, base queue.Task) ([]queue.Task, 
 		if len(tasks) == maxCount {
 			return nil, cli.Usagef("--payloads %s: more than %d payloads", name, maxCount)
 		}
+		t := base
+		if envelopes {
+			var err error
+			if t, line, err = openEnvelope(base, line); err != nil {
+				return nil, cli.Usagef("--payloads %s line %d: %w", name, n, err)
+			}
+		}
 		if err := checkPayload(base.Type, line); err != nil {
 			return nil, cli.Usagef("--payloads %s line %d: payload %w", name, n, err)
 		}
-		t := base
 		t.Payload = bytes.Clone(line)
 		if err := validTask(t); err != nil {
 			return nil, cli.Usagef("--payloads %s line %d: %w", name, n, err)
@@ -75,4 +84,48 @@ func (c config) String() string {
 		return fmt.Sprintf("type %s", c.taskType())
 	}
 	return fmt.Sprintf("type %s (%d payloads)", c.taskType(), len(c.tasks))
+}
+
+// envelope is a line of --payloads under --envelopes: the payload, and the
+// task's sluice metadata; a field left out takes its flag's value.
+type envelope struct {
+	Payload  json.RawMessage `json:"payload"`
+	Key      *string         `json:"key"`
+	Cost     *int            `json:"cost"`
+	Priority *int            `json:"priority"`
+}
+
+// openEnvelope reads line as an envelope and returns base with its fields,
+// and its payload. Its error reads after "--payloads FILE line N: ".
+func openEnvelope(base queue.Task, line []byte) (queue.Task, []byte, error) {
+	var e envelope
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil {
+		return base, nil, fmt.Errorf(`envelope: %s (want {"payload": JSON, "key": "K", "cost": N, "priority": N})`,
+			strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if dec.More() {
+		return base, nil, errors.New("envelope: more than one JSON document on the line")
+	}
+	if len(e.Payload) == 0 || string(e.Payload) == "null" {
+		return base, nil, errors.New(`envelope: "payload" is missing`)
+	}
+	t := base
+	if e.Key != nil {
+		t.Key = *e.Key
+	}
+	if e.Cost != nil {
+		if *e.Cost < 0 {
+			return base, nil, fmt.Errorf("envelope: cost %d must not be negative", *e.Cost)
+		}
+		t.Cost = *e.Cost
+	}
+	if e.Priority != nil {
+		if *e.Priority < queue.HighestPriority || *e.Priority > queue.LowestPriority {
+			return base, nil, fmt.Errorf("envelope: priority %d is out of range: 1 (first) to 5 (last)", *e.Priority)
+		}
+		t.Priority = *e.Priority
+	}
+	return t, e.Payload, nil
 }

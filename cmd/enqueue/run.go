@@ -55,8 +55,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	// within its callTimeout.
 	rdb := queue.FollowFailover(r.Client())
 	defer rdb.Close()
-	// The asynq client shares rdb, so it needs no closing of its own.
-	qc := queue.NewClient(asynq.NewClientFromRedisClient(rdb))
+	// The asynq client shares rdb, so it needs no closing of its own. A
+	// task's key is given a lane of its queue (docs/jobs.md, "The queue side").
+	qc := queue.NewClient(asynq.NewClientFromRedisClient(rdb), queue.WithLanes(rdb))
 
 	start := time.Now()
 	var progress func(done int)

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/limitspec"
+	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/workers"
 )
@@ -44,7 +46,7 @@ func cmdLimits(ctx context.Context, f *fleet, opts options, _ []string, out io.W
 		}
 		queued := "-"
 		if v.Queued != nil {
-			queued = fmt.Sprintf("%d (%s)", *v.Queued, strings.Join(v.Queues, ","))
+			queued = fmt.Sprintf("%d (%s%s)", *v.Queued, strings.Join(v.Queues, ","), byPriority(v.QueuedByPriority))
 		}
 		effective := "-"
 		if v.EffectiveWhy != "" {
@@ -54,8 +56,12 @@ func cmdLimits(ctx context.Context, f *fleet, opts options, _ []string, out io.W
 		if v.Limit != "" { // one row per named limit
 			typ += " (" + v.Limit + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%d\t%s\t%s\n", typ, v.Policy, v.Spec, source, effective, tokens,
-			seconds(v.Cooldown), v.Grants, v.Waiting, queued, workers)
+		waiting := fmt.Sprint(v.Waiting)
+		if by := byPriority(toInt(v.WaitingByPriority)); by != "" {
+			waiting += " (" + strings.TrimPrefix(by, "; ") + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\t%s\t%s\n", typ, v.Policy, v.Spec, source, effective, tokens,
+			seconds(v.Cooldown), v.Grants, waiting, queued, workers)
 	}
 	if len(views) == 0 {
 		fmt.Fprintln(tw, "(no limit: no runtime limit is set and no worker reports one)")
@@ -304,4 +310,28 @@ func seconds(s float64) string {
 
 func cmdDashboard(ctx context.Context, f *fleet, opts options, _ []string, out io.Writer) error {
 	return serveDashboard(ctx, newDashboardFor(f, opts, out), out)
+}
+
+// toInt is m with int counts.
+func toInt(m map[string]int64) map[string]int {
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = int(v)
+	}
+	return out
+}
+
+// byPriority says "; p1 80, p5 720" of jobs queued by priority, "" when
+// every one has the default priority.
+func byPriority(m map[string]int) string {
+	if len(m) == 0 || len(m) == 1 && m[strconv.Itoa(queue.DefaultPriority)] > 0 {
+		return ""
+	}
+	var b strings.Builder
+	for p := queue.HighestPriority; p <= queue.LowestPriority; p++ {
+		if n := m[strconv.Itoa(p)]; n > 0 {
+			fmt.Fprintf(&b, ", p%d %d", p, n)
+		}
+	}
+	return ";" + strings.TrimPrefix(b.String(), ",")
 }

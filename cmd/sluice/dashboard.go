@@ -77,6 +77,9 @@ type queueView struct {
 	Retry     int    `json:"retry"`
 	Active    int    `json:"active"`
 	Archived  int    `json:"archived"`
+	// ByPriority is pending, scheduled and retry by job priority ("1" to
+	// "5"), over the queue's family; the priorities with none are left out.
+	ByPriority map[string]int `json:"by_priority,omitempty"`
 }
 
 // state is what the page shows, read once a second.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/limitspec"
+	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/workers"
 )
@@ -66,19 +68,53 @@ func (f *fleet) close() {
 	f.rdb.Close()
 }
 
-// queues reads the depths of the named queues; a queue that cannot be read
-// is left out, with its error.
+// queues reads the depths of the named queues, each summed over its family
+// (a member per job priority and lane: queue.Family), with the jobs queued
+// at each priority; a queue that cannot be read is left out, with its
+// error. It reads the counts of asynq v0.26's keys in one pipeline (asynq's
+// Inspector would run a script with memory sampling for each of a family's
+// 20 members, every second the dashboard is open).
 func (f *fleet) queues(names []string) ([]queueView, []error) {
+	type counts struct {
+		member                     string
+		pending, active            *redis.IntCmd
+		scheduled, retry, archived *redis.IntCmd
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
 	var out []queueView
 	var errs []error
 	for _, q := range names {
-		info, err := f.insp.GetQueueInfo(q)
+		var cs []counts
+		_, err := f.qrdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, m := range queue.Family(q) {
+				k := "asynq:{" + m + "}:"
+				cs = append(cs, counts{m, p.LLen(ctx, k+"pending"), p.LLen(ctx, k+"active"),
+					p.ZCard(ctx, k+"scheduled"), p.ZCard(ctx, k+"retry"), p.ZCard(ctx, k+"archived")})
+			}
+			return nil
+		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("queue %s: %w", q, err))
 			continue
 		}
-		out = append(out, queueView{Name: q, Pending: info.Pending, Scheduled: info.Scheduled,
-			Retry: info.Retry, Active: info.Active, Archived: info.Archived})
+		v := queueView{Name: q}
+		for _, c := range cs {
+			pending, scheduled, retry := int(c.pending.Val()), int(c.scheduled.Val()), int(c.retry.Val())
+			v.Pending += pending
+			v.Scheduled += scheduled
+			v.Retry += retry
+			v.Active += int(c.active.Val())
+			v.Archived += int(c.archived.Val())
+			if n := pending + scheduled + retry; n > 0 {
+				_, p, _, _ := queue.ParseMember(c.member)
+				if v.ByPriority == nil {
+					v.ByPriority = make(map[string]int)
+				}
+				v.ByPriority[strconv.Itoa(p)] += n
+			}
+		}
+		out = append(out, v)
 	}
 	return out, errs
 }
@@ -99,15 +135,21 @@ type limitView struct {
 	SetBy  string   `json:"set_by,omitempty"`
 	// Malformed says why a runtime entry does not parse (written by another
 	// version, or by hand): no worker applies it.
-	Malformed string   `json:"malformed,omitempty"`
-	Keyed     bool     `json:"keyed"`                // a bucket per key: no one bucket to show
-	Tokens    *int     `json:"tokens,omitempty"`     // left in the type's bucket
-	Cooldown  float64  `json:"cooldown_s,omitempty"` // left on it
-	Grants    float64  `json:"grants_per_s"`         // over the last minute, all workers
-	Waiting   int64    `json:"waiting"`              // jobs waiting for their turn in the workers now
-	Queued    *int     `json:"queued,omitempty"`     // pending, scheduled and retry in the queues its workers serve
-	Queues    []string `json:"queues,omitempty"`     // those queues
-	RatePerS  float64  `json:"rate_per_s"`           // the limit, in grants per second (per key when Keyed)
+	Malformed string  `json:"malformed,omitempty"`
+	Keyed     bool    `json:"keyed"`                // a bucket per key: no one bucket to show
+	Tokens    *int    `json:"tokens,omitempty"`     // left in the type's bucket
+	Cooldown  float64 `json:"cooldown_s,omitempty"` // left on it
+	Grants    float64 `json:"grants_per_s"`         // over the last minute, all workers
+	Waiting   int64   `json:"waiting"`              // jobs waiting for their turn in the workers now
+	// WaitingByPriority splits Waiting by job priority ("1" to "5"); the
+	// priorities with none are left out.
+	WaitingByPriority map[string]int64 `json:"waiting_by_priority,omitempty"`
+	Queued            *int             `json:"queued,omitempty"` // pending, scheduled and retry in the queues its workers serve
+	Queues            []string         `json:"queues,omitempty"` // those queues
+	// QueuedByPriority splits Queued by job priority ("1" to "5"); the
+	// priorities with none are left out.
+	QueuedByPriority map[string]int `json:"queued_by_priority,omitempty"`
+	RatePerS         float64        `json:"rate_per_s"` // the limit, in grants per second (per key when Keyed)
 	// Effective is an adaptive limit's effective rate per second, and why it
 	// last moved (docs/adaptive.md): of its own bucket, or with a key
 	// template of its global bucket, which the upstream's answers set;
@@ -191,6 +233,12 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 			v := view(l.Type)
 			v.Grants += l.Grants
 			v.Waiting += l.Waiting
+			for p, n := range l.WaitingByPriority {
+				if v.WaitingByPriority == nil {
+					v.WaitingByPriority = make(map[string]int64)
+				}
+				v.WaitingByPriority[p] += n
+			}
 			for _, q := range h.Queues {
 				if !slices.Contains(v.Queues, q) {
 					v.Queues = append(v.Queues, q)
@@ -209,15 +257,15 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 			}
 		}
 	}
-	depth := make(map[string]int)
+	depth := make(map[string]*queueView)
 	for _, v := range byType {
 		for _, q := range v.Queues {
 			if _, done := depth[q]; done {
 				continue
 			}
-			depth[q] = -1
+			depth[q] = nil
 			if qs, _ := f.queues([]string{q}); len(qs) == 1 {
-				depth[q] = qs[0].Pending + qs[0].Scheduled + qs[0].Retry
+				depth[q] = &qs[0]
 			}
 		}
 	}
@@ -226,7 +274,17 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 		if len(v.Queues) > 0 {
 			n := 0
 			for _, q := range v.Queues {
-				n += max(depth[q], 0)
+				d := depth[q]
+				if d == nil {
+					continue
+				}
+				n += d.Pending + d.Scheduled + d.Retry
+				for p, k := range d.ByPriority {
+					if v.QueuedByPriority == nil {
+						v.QueuedByPriority = make(map[string]int)
+					}
+					v.QueuedByPriority[p] += k
+				}
 			}
 			v.Queued = &n
 		}
@@ -270,7 +328,8 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 			row := *v
 			if i > 0 {
 				row = limitView{Type: v.Type, Source: v.Source, SetBy: v.SetBy, Keyed: v.Keyed, Grants: v.Grants,
-					Waiting: v.Waiting, Queued: v.Queued, Queues: v.Queues, Workers: v.Workers, Conflict: v.Conflict}
+					Waiting: v.Waiting, WaitingByPriority: v.WaitingByPriority, Queued: v.Queued, Queues: v.Queues, QueuedByPriority: v.QueuedByPriority,
+					Workers: v.Workers, Conflict: v.Conflict}
 			}
 			row.Limit, row.Policy, row.RatePerS = l.Name, limitspec.PolicyName(l.Limit), perSecond(l.Limit)
 			if len(all) > 1 {

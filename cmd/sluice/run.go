@@ -23,7 +23,9 @@ Commands:
   limits                  every limit the fleet uses, one row per named limit: type, spec and its source
                           (flag, file or runtime; a malformed runtime entry, with why), tokens and cooldown left, grants/s
                           over the last minute, jobs waiting in workers, jobs queued
-                          in the queues its workers serve, workers applying it
+                          in the queues its workers serve (over each queue's family
+                          of priorities and lanes; by priority when not all 3),
+                          workers applying it
   set 'TYPE=SPEC'...      set a runtime limit, in the --limit grammar of worker; every
                           worker that limits TYPE applies it within a second, over its
                           flags and file, until unset (it says if no live worker limits

@@ -118,8 +118,10 @@ Flags:
                            back to the queue, unless its limit says (default 5s,
                            at most 24h, as a limit's max-wait=)
   --queues SPEC            queues and priorities, "critical=6,default=3,low=1" or "default"
-                           (default "default")
-  --strict-priority        empty higher-priority queues first
+                           (default "default"); each is served with its family: a
+                           member per job priority (1-5) and key lane (QUEUE:pN,
+                           QUEUE:pN:lK), higher job priorities dequeued first
+  --strict-priority        empty higher-priority queues first (job priorities too)
   --horizon DURATION       archive a job throttled for longer than this (default 24h)
   --shutdown-timeout D     how long running jobs may finish on shutdown (default 30s)
   --status-interval D      how often to log a status line, 0 for never (default 10s)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -214,9 +215,17 @@ func (rl *runtimeLimits) beat(ctx context.Context) {
 		Started: rl.start, Seen: now,
 	}
 	span := now.Sub(oldest.at).Seconds()
-	waiting := rl.pool.WaitingByPolicy()
+	waiting, byPrio := rl.pool.WaitingByPolicy(), rl.pool.WaitingByPriority()
 	for _, a := range rl.current() {
 		ls := control.LimitState{Type: a.spec.Name, Source: a.source, Waiting: waiting[a.spec.Name]}
+		for i, n := range byPrio[a.spec.Name] {
+			if n > 0 {
+				if ls.WaitingByPriority == nil {
+					ls.WaitingByPriority = make(map[string]int64)
+				}
+				ls.WaitingByPriority[strconv.Itoa(i+1)] = n
+			}
+		}
 		ls.Spec, ls.Specs = control.SpecsOf(a.spec)
 		if span > 0 {
 			ls.Grants = float64(runs[a.spec.Name]-oldest.runs[a.spec.Name]) / span

@@ -256,10 +256,25 @@ func statusAttrs(s workers.Stats, rates, mode string) []slog.Attr {
 		slog.Int64("archived", s.Archived),
 		slog.Int64("waiting", s.Waiting),
 	}
+	if by := waitingByPriority(s); by != "" {
+		attrs = append(attrs, slog.String("waiting_by_priority", by))
+	}
 	if rates != "" {
 		attrs = append(attrs, slog.String("rates", rates))
 	}
 	return append(attrs, slog.String("limiter", mode))
+}
+
+// waitingByPriority says "p1=2 p5=8" of the jobs waiting by priority, the
+// priorities with none left out; "" when none waits.
+func waitingByPriority(s workers.Stats) string {
+	var parts []string
+	for i, n := range s.WaitingByPriority {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("p%d=%d", i+1, n))
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 // logStatus logs a status line every interval until ctx ends.

@@ -65,10 +65,10 @@ func TestStatusAttrs(t *testing.T) {
 			return a
 		},
 	}))
-	s := workers.Stats{Processed: 7, Failed: 1, Requeued: 3, Cooldowns: 2, Archived: 1, Waiting: 4}
+	s := workers.Stats{Processed: 7, Failed: 1, Requeued: 3, Cooldowns: 2, Archived: 1, Waiting: 4, WaitingByPriority: [5]int64{1, 0, 3, 0, 0}}
 	log.LogAttrs(context.Background(), slog.LevelInfo, "worker stopped", statusAttrs(s, "sleep 1.0/s of 2/s", "shared")...)
 	log.LogAttrs(context.Background(), slog.LevelInfo, "worker status", statusAttrs(workers.Stats{}, "", "fallback")...)
-	assert.Equal(t, `level=INFO msg="worker stopped" processed=7 failed=1 requeued=3 cooldowns=2 archived=1 waiting=4 rates="sleep 1.0/s of 2/s" limiter=shared
+	assert.Equal(t, `level=INFO msg="worker stopped" processed=7 failed=1 requeued=3 cooldowns=2 archived=1 waiting=4 waiting_by_priority="p1=1 p3=3" rates="sleep 1.0/s of 2/s" limiter=shared
 level=INFO msg="worker status" processed=0 failed=0 requeued=0 cooldowns=0 archived=0 waiting=0 limiter=fallback
 `, buf.String())
 }

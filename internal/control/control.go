@@ -219,6 +219,9 @@ type LimitState struct {
 	Source  string   `json:"source"`       // flag (or its SLUICE_ variable), file or runtime
 	Grants  float64  `json:"grants_per_s"` // handler runs per second over the last minute
 	Waiting int64    `json:"waiting"`      // jobs of the type waiting in this worker for their turn, now
+	// WaitingByPriority splits Waiting by job priority ("1" to "5"); the
+	// priorities with none are left out.
+	WaitingByPriority map[string]int64 `json:"waiting_by_priority,omitempty"`
 }
 
 // Parse parses the state's limit: Specs if it has them, else Spec.

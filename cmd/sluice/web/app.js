@@ -93,8 +93,8 @@ function draw(st) {
         (l.effective_why && l.effective_why !== "ceiling" ? ` (ceiling ${l.rate_per_s.toFixed(1)}, ${l.effective_why})` : "") +
         (l.keyed ? " per key" : "") + tenants(l) + levels(l) + inFlight(l)),
       el("td", { class: "num" }, tokens), cool,
-      el("td", { class: "num" }, l.waiting),
-      el("td", { class: "num" }, l.queued === undefined ? "-" : `${l.queued} (${(l.queues || []).join(", ")})`),
+      el("td", { class: "num" }, `${l.waiting}` + byPriority(l.waiting_by_priority)),
+      el("td", { class: "num" }, l.queued === undefined ? "-" : `${l.queued} (${(l.queues || []).join(", ")})` + byPriority(l.queued_by_priority)),
       el("td", {}, l.spec),
       el("td", {}, l.source + (l.set_by ? ` (${l.set_by})` : "")),
       el("td", { class: "num" }, l.workers + (l.conflict ? " (specs differ)" : "")));
@@ -108,7 +108,8 @@ function draw(st) {
     el("td", {}, ago(w.seen)))));
   fill("queues", st.queues.map(q => el("tr", {},
     el("td", {}, q.name), el("td", { class: "num" }, q.pending), el("td", { class: "num" }, q.scheduled),
-    el("td", { class: "num" }, q.retry), el("td", { class: "num" }, q.active), el("td", { class: "num" }, q.archived))));
+    el("td", { class: "num" }, q.retry), el("td", { class: "num" }, q.active), el("td", { class: "num" }, q.archived),
+    el("td", {}, byPriority(q.by_priority).replace(/^ \((.*)\)$/, "$1")))));
 
   document.getElementById("readonly").hidden = st.writable;
   document.querySelectorAll("#actions form").forEach(f => {
@@ -154,3 +155,11 @@ document.addEventListener("DOMContentLoaded", () => {
   refresh();
   setInterval(refresh, 1000);
 });
+
+// byPriority says " (p1 2, p5 8)" of counts by job priority, "" when there
+// are none or all are of the default priority, 3.
+function byPriority(m) {
+  const ps = Object.keys(m || {}).filter(p => m[p] > 0).sort();
+  if (ps.length === 0 || (ps.length === 1 && ps[0] === "3")) return "";
+  return " (" + ps.map(p => `p${p} ${m[p]}`).join(", ") + ")";
+}
