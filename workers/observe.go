@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/backoff"
+	"github.com/sluicehq/sluice/internal/upstream"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -83,7 +84,7 @@ func (p *Pool) warnMalformed(j *job) {
 }
 
 // applyNote applies what job j's handler observed (ObserveResponse) to its
-// adaptive bucket: an announced rate, or else a capacity (capacity.go),
+// adaptive bucket: an announced rate, or else a capacity (internal/upstream.Target),
 // becomes its effective rate; a spent quota holds it until its reset. A
 // spent quota lowers the rate as a refusal does only when nothing the
 // upstream said bounds it: once it has, the quota spent is its limit
@@ -100,11 +101,13 @@ func (p *Pool) applyNote(ctx context.Context, j *job) (spentAtWord bool) {
 	if !ok || a == nil {
 		return false
 	}
-	var rate float64 // per the ceiling's period, when the upstream's word bounds it
-	if q.Rate > 0 {
-		rate = p.announced(ctx, j, perPeriod(*a, q.Rate))
-	} else {
-		rate = p.capacity(ctx, j, q)
+	// rate is per the ceiling's period, when the upstream's word bounds it.
+	rate, announce, err := upstream.Target(context.WithoutCancel(ctx), p.cfg.Limiter, j.upstream(), *a, q)
+	switch {
+	case err != nil:
+		j.logger().Debug("workers: cannot read the adaptive rate for the announced quota", "err", err)
+	case announce:
+		rate = p.announced(ctx, j, rate)
 	}
 	if q.Exhausted && rate <= 0 {
 		// No rate said or bounded: a spent quota is the upstream's limit

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/sluicehq/sluice/backoff"
-	"github.com/sluicehq/sluice/throttle"
 )
 
 // TestExhaustedHold: a spent quota holds the bucket until the announced
@@ -28,27 +27,6 @@ func TestExhaustedHold(t *testing.T) {
 	} {
 		assert.Equal(t, c.want, exhaustedHold(c.q, c.rate), "%+v", c.q)
 	}
-}
-
-// TestCapacityRate: a capacity under the configured burst is the rate at
-// which the configured bucket's shape holds it; a rate said, no limit, or a
-// limit at or above the burst say nothing.
-func TestCapacityRate(t *testing.T) {
-	a := throttle.Adaptive{Ceiling: throttle.Limit{Rate: 200, Period: time.Second, Burst: 20}}
-	for i, c := range []struct {
-		q    backoff.Quota
-		want float64
-	}{
-		{backoff.Quota{Limit: 5}, 50},
-		{backoff.Quota{Limit: 40, Remaining: 39}, 0},
-		{backoff.Quota{Limit: 20}, 0},
-		{backoff.Quota{Limit: 5, Rate: 10}, 0},
-		{backoff.Quota{Remaining: 3}, 0},
-	} {
-		assert.InDelta(t, c.want, capacityRate(a, c.q), 1e-9, "case %d: %+v", i, c.q)
-	}
-	perMinute := throttle.Adaptive{Ceiling: throttle.Limit{Rate: 3000, Period: time.Minute, Burst: 100}}
-	assert.InDelta(t, 1500.0, capacityRate(perMinute, backoff.Quota{Limit: 50}), 1e-9, "per the ceiling's period")
 }
 
 // TestStaleTurn: a job that woke later after its turn than its policy

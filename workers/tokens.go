@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sluicehq/sluice/backoff"
+	"github.com/sluicehq/sluice/internal/upstream"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -13,7 +14,7 @@ import (
 // the first goes to the upstream's request bucket (observe.go), each of the
 // others to the policy's limit named for it, "tokens", "input-tokens" or
 // "output-tokens" (NamedLimit.Name), which then adapts as the request bucket
-// does: an announced rate (or a capacity: capacity.go) becomes its effective
+// does: an announced rate (or a capacity: internal/upstream.Target) becomes its effective
 // rate, never above its configured one, and a quota spent holds it until
 // its reset. Refusals and successes move the request bucket only: a refusal
 // does not say which quota it was for, and a spent quota of tokens says so
@@ -91,21 +92,11 @@ func (p *Pool) tokensAnnounced(ctx context.Context, j *job, i int, q backoff.Quo
 	a, _ := j.pol.tokenAdaptive(i)
 	key := j.buckets[i].Key
 	cctx := context.WithoutCancel(ctx)
-	rate := perPeriod(a, q.Rate)
-	if rate <= 0 {
-		lim, st, err := p.cfg.Limiter.AdaptiveLimit(cctx, key, a)
-		switch {
-		case err != nil:
-			return
-		case st.Reason == adaptHeader:
-			rate = lim.Rate // announced: it stands
-		default:
-			if c := capacityRate(a, q); c > 0 && c < lim.Rate {
-				rate = c
-			}
-		}
+	rate, announce, err := upstream.Target(cctx, p.cfg.Limiter, key, a, q)
+	if err != nil {
+		return
 	}
-	if rate > 0 {
+	if announce {
 		st, changed, err := p.cfg.Limiter.Announced(cctx, key, a, rate)
 		if err != nil {
 			j.logger().Debug("workers: cannot report the announced quota of tokens", "err", err)
