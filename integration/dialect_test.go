@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -133,38 +134,30 @@ func unixCeil(t time.Time) string {
 // Discord's wait in a JSON body, Shopify's decimal Retry-After, OpenAI's
 // retry-after-ms). Every job is done, none archived: a GitHub 403 is a
 // throttle, not a client error. IETF fields are TestAdaptiveColdStart's.
+//
+// In CI it runs 100 jobs per dialect, bounded loosely for a shared
+// machine; the bar (300 jobs within 1.2x the ideal, at most 1 %
+// of answers refused) is SLUICE_DIALECT_FULL=1 go test -count=1 -run
+// TestAdaptiveAnnouncedDialects -v ./integration/ (docs/benchmarks.md).
 func TestAdaptiveAnnouncedDialects(t *testing.T) {
-	const jobs = 300
-	for _, tc := range []struct {
-		name     string
-		makespan float64 // the most, as a multiple of the ideal
-		refused  float64 // the most, as a share of answers
-	}{
-		// The bar's 1 % refused; its 1.2x is reached at a low load
-		// (1.05x) but not under a load average of 3 on 2 cores
-		// (1.12-1.28x): bounded at 1.5x.
-		{"openai", 1.5, 0.01},
-		// Bounded loosely (figures in docs/benchmarks.md): this upstream's
-		// resets are under a second, which whole-second fields (GitHub's
-		// Unix time, Anthropic's RFC 3339 instant) cannot say, Discord's
-		// X- fields name no window, and Shopify's say no rate at all; with
-		// no rate from the cold start's probe, the configured burst goes
-		// out after it and draws refusals.
-		{"anthropic", 4, 0.2},
-		{"github", 4, 0.2},
-		{"discord", 4, 0.2},
-		{"shopify", 4, 0.2},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := runAdaptive(t, upstreamConfig{Rate: 50, Burst: 5, Announce: tc.name}, "http:request=200/s,burst=20", jobs)
+	// Measured at 100 jobs: 1.01-1.07x, none refused, at a load average
+	// of 6-8 (before the capacity rule and the spent-quota wait: GitHub
+	// 1.81x, 3.8 % refused); the bounds leave room for a loaded CI host.
+	jobs, makespan, refusedMost := 100, 2.0, 0.03
+	if os.Getenv("SLUICE_DIALECT_FULL") != "" {
+		jobs, makespan, refusedMost = 300, 1.2, 0.01
+	}
+	for _, name := range []string{"openai", "anthropic", "github", "discord", "shopify"} {
+		t.Run(name, func(t *testing.T) {
+			r := runAdaptive(t, upstreamConfig{Rate: 50, Burst: 5, Announce: name}, "http:request=200/s,burst=20", jobs)
 			ideal := idealMakespan(jobs, 50, 5)
 			refused := len(r.rs) - r.status[http.StatusOK]
-			t.Logf("%s: ideal %.2fs (%.2fx); %d refused of %d", tc.name, ideal.Seconds(), r.makespan.Seconds()/ideal.Seconds(), refused, len(r.rs))
+			t.Logf("%s: %d jobs, ideal %.2fs (%.2fx); %d refused of %d", name, jobs, ideal.Seconds(), r.makespan.Seconds()/ideal.Seconds(), refused, len(r.rs))
 			assert.Equal(t, jobs, r.status[http.StatusOK], "every job done")
 			assert.Equal(t, 0, r.qi.Archived, "archived")
 			assert.Equal(t, int64(0), r.stats.Archived)
-			assert.Less(t, r.makespan.Seconds(), tc.makespan*ideal.Seconds(), "makespan")
-			assert.LessOrEqual(t, float64(refused), tc.refused*float64(len(r.rs)), "refused answers")
+			assert.Less(t, r.makespan.Seconds(), makespan*ideal.Seconds(), "makespan")
+			assert.LessOrEqual(t, float64(refused), refusedMost*float64(len(r.rs)), "refused answers")
 		})
 	}
 }

@@ -82,7 +82,7 @@ func kneeSVG(series []kneePoint, u *kneeUpstream, end, s time.Duration) string {
 	line(p99, "#d62728", "")
 	line(p50, "#ff7f0e", "")
 	line(recent, "#2ca02c", "2 2")
-	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f">fleet's learned in-flight bound (blue; light: as granted, halved in probes) and upstream capacity C (grey)</text>`+"\n", pad, top-8)
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f">fleet's learned in-flight bound (blue; light: as granted, ¾ of it in probes) and upstream capacity C (grey)</text>`+"\n", pad, top-8)
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f">latency at the upstream: p99 (red), p50 (orange) per 0.5 s; fleet's window mean (green)</text>`+"\n", pad, mid-8)
 	b.WriteString("</svg>\n")
 	return b.String()

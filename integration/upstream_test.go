@@ -153,9 +153,8 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		u.serveLLM(w, r)
 		return
 	}
-	now := time.Now()
 	q := r.URL.Query()
-	status, retryAfter, wait := u.decide(now)
+	status, retryAfter, wait, now := u.decide()
 	u.mu.Lock()
 	u.reqs = append(u.reqs, request{At: now, Status: status, ID: q.Get("id"), Bucket: q.Get("b")})
 	u.mu.Unlock()
@@ -178,11 +177,17 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, http.StatusText(status))
 }
 
-// decide is the answer to a request that arrived at now: 200, or 429 and a
-// Retry-After, and the wait it rounds up (0 in a refusal window).
-func (u *upstream) decide(now time.Time) (int, string, time.Duration) {
+// decide is the answer to a request that arrives now: 200, or 429 and a
+// Retry-After, and the wait it rounds up (0 in a refusal window), and the
+// instant it was decided at. The instant is read under the lock, so that
+// the decisions are taken in the order of their instants: read before it,
+// a request whose goroutine was delayed on a loaded host would be judged
+// at an instant earlier than a decision already taken after it, as no
+// server judges one.
+func (u *upstream) decide() (status int, retryAfter string, wait time.Duration, now time.Time) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	now = time.Now()
 	defer func() { u.served++ }()
 
 	if f := &u.refuse; f.armed && u.served >= f.after {
@@ -190,12 +195,12 @@ func (u *upstream) decide(now time.Time) (int, string, time.Duration) {
 			f.opened = now
 		}
 		if now.Before(f.opened.Add(f.window)) {
-			return http.StatusTooManyRequests, f.retryAfter, 0
+			return http.StatusTooManyRequests, f.retryAfter, 0, now
 		}
 		f.armed = false
 	}
 	if u.cfg.Rate <= 0 {
-		return http.StatusOK, "", 0
+		return http.StatusOK, "", 0, now
 	}
 	if !u.started {
 		u.started, u.tat, u.first = true, now, now
@@ -208,10 +213,10 @@ func (u *upstream) decide(now time.Time) (int, string, time.Duration) {
 	next := tat.Add(interval)
 	if next.Sub(now) > time.Duration(u.cfg.Burst)*interval+u.cfg.Jitter+u.cfg.Probe.Worst() {
 		wait := next.Sub(now) - time.Duration(u.cfg.Burst)*interval
-		return http.StatusTooManyRequests, strconv.Itoa(int(wait.Seconds()) + 1), wait
+		return http.StatusTooManyRequests, strconv.Itoa(int(wait.Seconds()) + 1), wait, now
 	}
 	u.tat = next
-	return http.StatusOK, "", 0
+	return http.StatusOK, "", 0, now
 }
 
 // Requests returns a copy of every request received so far, in arrival order.

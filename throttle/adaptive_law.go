@@ -91,8 +91,11 @@ func (s *adaptState) apply(o adaptOp, now int64) bool {
 	case "announce":
 		// A rate lower than one announced within the hold is the same quota
 		// read less closely (see lua/adapt.lua), not a drop.
+		// One within 5 % under it confirms it: the hold runs from it.
 		if !(s.why == adaptHeader && o.n < s.rate && now-s.at < o.hold) {
 			set(o.n, adaptHeader)
+		} else if o.n >= 0.95*s.rate {
+			s.at, changed = now, true
 		}
 	}
 	if changed && s.why == adaptCold {

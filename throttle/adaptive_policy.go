@@ -9,8 +9,9 @@ import (
 // Adaptive is a Policy too: Acquire, Reserve, TryAcquire (and Peek and
 // Cooldown) take its tokens at the fleet's effective rate of the moment,
 // read by the same store call from the state beside the bucket, so that a
-// rate lowered by any process holds for every process's next call. At most
-// one bucket of a call may be Adaptive.
+// rate lowered by any process holds for every process's next call. Several
+// buckets of a call may be Adaptive (an LLM API's requests and tokens), each
+// taken at its own effective rate.
 func (Adaptive) isPolicy() {}
 
 // quota is the ceiling's.

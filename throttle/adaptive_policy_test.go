@@ -137,13 +137,59 @@ func TestAdaptivePolicyLockstep(t *testing.T) {
 func TestAdaptivePolicyInvalid(t *testing.T) {
 	ctx := context.Background()
 	lim := NewLimiter(NewMemoryStore())
-	err := lim.AcquireAll(ctx, []Bucket{{Key: "{a}:1", Limit: adaptive80}, {Key: "{a}:2", Limit: &adaptive80}})
-	assert.ErrorIs(t, err, ErrInvalid, "one adaptive bucket per call")
-	err = lim.Acquire(ctx, "k", adaptive80, 9)
+	err := lim.Acquire(ctx, "k", adaptive80, 9)
 	assert.ErrorIs(t, err, ErrTooLarge)
 	err = lim.Acquire(ctx, "k", Adaptive{Ceiling: Limit{Rate: 10, Burst: 1}, Floor: 20}, 1)
 	assert.ErrorIs(t, err, ErrInvalid)
 	r, err := lim.Reserve(ctx, "plain", adaptive80.Ceiling, 1, 0)
 	require.NoError(t, err)
 	assert.Zero(t, r.AdaptiveRate(), "no adaptive bucket")
+}
+
+// A call may take from several Adaptive buckets (an LLM API's requests and
+// tokens, each with the rate its upstream announced): each is taken at its
+// own effective rate, as plain Limits at those rates would be, all or
+// nothing, and a cancel gives each back what it took at its rate.
+func TestAdaptivePolicyTwoBuckets(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	tokens := Adaptive{Ceiling: Limit{Rate: 1000, Period: time.Second, Burst: 100}}
+	for name, store := range storesOnClock(t, clock) {
+		t.Run(name, func(t *testing.T) {
+			clock.at(0)
+			lim := NewLimiter(store, WithKeyPrefix(redistest.Prefix(t)))
+			_, err := lim.report(ctx, "{llm}:requests", adaptive80, answer{quota: 40})
+			require.NoError(t, err)
+			_, err = lim.report(ctx, "{llm}:tokens", tokens, answer{quota: 500})
+			require.NoError(t, err)
+			call := []Bucket{{Key: "{llm}:requests", Limit: adaptive80}, {Key: "{llm}:tokens", Limit: tokens, N: 10}}
+			twins := []Bucket{{Key: "{twin}:requests", Limit: Limit{Rate: 40, Period: time.Second, Burst: 4}},
+				{Key: "{twin}:tokens", Limit: Limit{Rate: 500, Period: time.Second, Burst: 50}, N: 10}}
+			for i := range 7 {
+				got, err := lim.TryAcquireAll(ctx, call)
+				require.NoError(t, err)
+				want, err := lim.TryAcquireAll(ctx, twins)
+				require.NoError(t, err)
+				assert.Equal(t, want, got, "call %d", i)
+			}
+			// A call that waits for its turn, cancelled after both rates
+			// moved: each bucket is as if it had never been made.
+			r, err := lim.ReserveAll(ctx, call, time.Second)
+			require.NoError(t, err)
+			assert.InDelta(t, 40.0, r.AdaptiveRate(), 1e-9, "the first adaptive bucket's rate")
+			assert.Greater(t, r.Delay(), time.Duration(0), "it waits")
+			_, err = lim.report(ctx, "{llm}:requests", adaptive80, answer{quota: 20})
+			require.NoError(t, err)
+			_, err = lim.report(ctx, "{llm}:tokens", tokens, answer{quota: 250})
+			require.NoError(t, err)
+			require.NoError(t, r.Cancel(ctx))
+			for i, key := range []string{"requests", "tokens"} {
+				got, err := lim.Peek(ctx, "{llm}:"+key, twins[i].Limit)
+				require.NoError(t, err)
+				want, err := lim.Peek(ctx, "{twin}:"+key, twins[i].Limit)
+				require.NoError(t, err)
+				assert.Equal(t, want, got, "%s given back at the rate it was taken", key)
+			}
+		})
+	}
 }

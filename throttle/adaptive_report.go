@@ -84,8 +84,10 @@ func (l *Limiter) AdaptiveLimit(ctx context.Context, key string, a Adaptive) (Li
 
 // Refused reports an upstream's refusal (a 429, or a 503 with Retry-After)
 // for adaptive bucket key at once: it lowers the fleet's effective rate,
-// once per overload episode. It returns the state after, and whether it
-// is lower than the rate this Limiter last read.
+// once per overload episode. It returns the state after, and whether this
+// refusal lowered it or it is lower than the rate this Limiter last read
+// (another refusal of the episode, which lowered it before this Limiter read
+// it, is not one).
 func (l *Limiter) Refused(ctx context.Context, key string, a Adaptive) (st AdaptState, lowered bool, err error) {
 	ad := &l.adapts
 	ad.mu.Lock()
@@ -95,7 +97,8 @@ func (l *Limiter) Refused(ctx context.Context, key string, a Adaptive) (st Adapt
 	cctx, cancel := context.WithTimeout(ctx, adaptCallTimeout)
 	defer cancel()
 	st, err = l.report(cctx, key, a, answer{refused: true})
-	return st, err == nil && (!known || st.Rate < before.st.Rate), err
+	now := err == nil && st.Reason == adaptRefused && st.Age == 0 // this call moved it
+	return st, now || (err == nil && known && st.Rate < before.st.Rate), err
 }
 
 // Succeeded counts a request the upstream served under adaptive bucket
@@ -138,14 +141,21 @@ func (l *Limiter) Succeeded(ctx context.Context, key string, a Adaptive) error {
 // Announced reports a quota the upstream announced (RateLimit headers) for
 // adaptive bucket key, as a rate per a.Ceiling.Period: the fleet adopts it,
 // up to the ceiling. It is not reported if the effective rate this Limiter
-// last read came from an announcement within 5 % of it (sparing the store a
-// call per request); changed says whether it was reported and moved the rate.
+// last read came from an announcement within 5 % of it made less than
+// 250 ms before (sparing the store a call per request); changed says
+// whether it was reported and moved the rate.
 func (l *Limiter) Announced(ctx context.Context, key string, a Adaptive, rate float64) (st AdaptState, changed bool, err error) {
 	ad := &l.adapts
 	ad.mu.Lock()
 	cur, known := ad.limits[key]
 	ad.mu.Unlock()
-	if known && cur.st.Reason == adaptHeader && near(cur.st.Rate, min(rate, a.Ceiling.Rate), 0.05) {
+	// The same rate announced lately (its state moved less than a quarter
+	// of a hold before this Limiter read it, at most adaptCacheFor ago)
+	// is not reported again; one that stood longer is, so that the store
+	// counts the hold from it: a rate confirmed holds against the lower
+	// readings of the same quota (adapt.lua), instead of giving way to the
+	// first of them a hold after it was first announced.
+	if known && cur.st.Reason == adaptHeader && near(cur.st.Rate, min(rate, a.Ceiling.Rate), 0.05) && cur.st.Age < adaptHold/4 {
 		return cur.st, false, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, adaptCallTimeout)

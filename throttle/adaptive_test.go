@@ -270,3 +270,75 @@ func TestAdaptiveColdNotCached(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "ceiling", st.Reason, "and lim reads it anew")
 }
+
+// Refused says lowered only for the refusal that lowered the rate (or a
+// rate lower than the Limiter last read): the other refusals of the
+// episode, by processes that had not read the bucket, are not decreases,
+// and the pool does not re-plan its waiting jobs for each of them.
+func TestAdaptiveRefusedLoweredOncePerEpisode(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	for name, store := range storesOnClock(t, clock) {
+		t.Run(name, func(t *testing.T) {
+			clock.at(0)
+			prefix := WithKeyPrefix(redistest.Prefix(t))
+			procs := []*Limiter{NewLimiter(store, prefix), NewLimiter(store, prefix), NewLimiter(store, prefix)}
+			st, lowered, err := procs[0].Refused(ctx, "api", adaptive80)
+			require.NoError(t, err)
+			assert.True(t, lowered, "the first refusal lowers")
+			assert.InDelta(t, 48.0, st.Rate, 1e-9)
+			for i, l := range procs[1:] {
+				clock.at(int64(100_000 * (i + 1)))
+				st, lowered, err = l.Refused(ctx, "api", adaptive80)
+				require.NoError(t, err)
+				assert.False(t, lowered, "step %d: the same episode", i)
+				assert.InDelta(t, 48.0, st.Rate, 1e-9, "step %d", i)
+			}
+			clock.at(1_200_000)
+			st, lowered, err = procs[2].Refused(ctx, "api", adaptive80)
+			require.NoError(t, err)
+			assert.True(t, lowered, "the next episode lowers again")
+			assert.InDelta(t, 28.8, st.Rate, 1e-9)
+		})
+	}
+}
+
+// An announced rate confirmed by a later answer (the same rate, or one
+// within 5 % under it) holds against the lower readings of the same quota
+// for a hold from the confirmation, not from the first announcement: a
+// Limiter reports a confirmation once the standing rate is a quarter of a
+// hold old. (Before, each Limiter skipped every
+// confirmation, and the first lower reading a hold after the first
+// announcement set the rate: OpenAI-style fields, whose readings range
+// from two thirds of the real rate to it, gave a rate that sagged each
+// second.)
+func TestAdaptiveAnnouncedConfirmationHolds(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	for name, store := range storesOnClock(t, clock) {
+		t.Run(name, func(t *testing.T) {
+			clock.at(0)
+			lim := NewLimiter(store, WithKeyPrefix(redistest.Prefix(t)))
+			_, _, err := lim.Announced(ctx, "api", adaptive80, 50)
+			require.NoError(t, err)
+			clock.at(300_000)
+			_, st, err := lim.AdaptiveLimit(ctx, "api", adaptive80) // read: the rate stood 300 ms
+			require.NoError(t, err)
+			require.Equal(t, "header", st.Reason)
+			_, _, err = lim.Announced(ctx, "api", adaptive80, 50) // the confirmation is reported
+			require.NoError(t, err)
+			clock.at(1_000_000) // a reading within 5 % under it confirms it too
+			st, _, err = lim.Announced(ctx, "api", adaptive80, 48)
+			require.NoError(t, err)
+			assert.InDelta(t, 50.0, st.Rate, 1e-9, "confirmed, not lowered")
+			clock.at(1_900_000) // a hold after the first, not after the confirmations
+			st, _, err = lim.Announced(ctx, "api", adaptive80, 38)
+			require.NoError(t, err)
+			assert.InDelta(t, 50.0, st.Rate, 1e-9, "a lower reading within a hold of the confirmation")
+			clock.at(2_100_000)
+			st, _, err = lim.Announced(ctx, "api", adaptive80, 38)
+			require.NoError(t, err)
+			assert.InDelta(t, 38.0, st.Rate, 1e-9, "after it, the lower rate")
+		})
+	}
+}

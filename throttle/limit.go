@@ -164,5 +164,24 @@ func (m *tbModule) settle(now int64, n, used int, handle pico, slot int64, hs *h
 	m.settleTo(m, now, n, used, handle, slot, m.burst, floor, hs)
 }
 
+// refund is lua/tb.lua's refund (Bucket.UpstreamSettle): k tokens back as
+// an upstream that refunds after its answer gives them, the TAT (before, as
+// the settle found it) back by k·T, never before the floor nor above where
+// the settle left it, while no booking's turn lies ahead of now. The caller
+// checks that the bucket has no holes.
+func (m *tbModule) refund(now int64, k int, before pico) {
+	if whole(now).less(before.subTimes(m.t, m.burst)) {
+		return
+	}
+	floor := whole(now)
+	if m.cool > 0 {
+		floor = maxPico(floor, whole(m.cool).add(m.t.times(m.burst-1)))
+	}
+	t := maxPico(before.subTimes(m.t, int64(k)), floor)
+	if t.less(m.tat) {
+		m.tat = t
+	}
+}
+
 // hold: nothing before till, then one token, then one per T.
 func (m *tbModule) hold(_, till int64) { m.tat = maxPico(m.tat, whole(till).add(m.t.times(m.burst-1))) }

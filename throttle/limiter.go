@@ -56,6 +56,16 @@ type Bucket struct {
 	// Share, if set, divides this bucket among tenants by weight (see
 	// Share); at most one bucket of a call may have one.
 	Share *Share
+	// UpstreamSettle, for a token bucket (Limit, Adaptive), makes
+	// Reservation.Settle give back what a job did not use as an upstream
+	// that books the estimate up front and refunds the rest when it
+	// answers does (an LLM API): at once, up to what the bucket lacks to be
+	// full, while no booking's turn lies ahead of now and the bucket has no
+	// holes, however long ago the booking was made. Without it, a settle
+	// gives back only what the grants counted at their settled costs allow,
+	// which is nothing once the booking has refilled by its own schedule
+	// (see Settle). Other policies ignore it.
+	UpstreamSettle bool
 }
 
 // Result is the outcome of TryAcquire.
@@ -86,10 +96,7 @@ func (l *Limiter) check(req *request) error {
 		}
 		b.Limit = a
 		if _, ok := a.(Adaptive); ok {
-			if req.adapt != 0 && req.adapt != i+1 {
-				return invalidf("buckets %q and %q are both Adaptive: a call may adapt one bucket", req.at(req.adapt-1).Key, b.Key)
-			}
-			req.adapt = i + 1
+			req.adapts++
 		}
 		if b.Share != nil {
 			if err := req.setShare(b, i); err != nil {

@@ -289,7 +289,7 @@ func (m *memShard) decide(req request) decision {
 			for i := range cs {
 				m.close(&cs[i], now)
 				if cs[i].taken.burst > 0 {
-					d.taken = cs[i].taken
+					d.taken = append(d.taken, cs[i].taken)
 				}
 			}
 			return d
@@ -322,7 +322,7 @@ func (m *memShard) decide(req request) decision {
 	d := decision{now: now, wait: s - now}
 	for i := range cs {
 		if cs[i].taken.burst > 0 {
-			d.taken = cs[i].taken
+			d.taken = append(d.taken, cs[i].taken)
 		}
 	}
 	if k > 1 {
@@ -400,8 +400,17 @@ func (m *memShard) charge(_ context.Context, req request, d decision, used int, 
 	}
 	m.markers[marker] = max(slot, now) + 1_000_000
 	c := m.open(req.prefix, &req.one, now)
+	tb, isTB := c.m.(*tbModule)
+	var before pico
+	holes := len(c.hs.list) > 0
+	if isTB {
+		before = tb.tat
+	}
 	if used != c.n {
 		c.m.settle(now, c.n, used, d.handle, slot, &c.hs)
+	}
+	if isTB && req.one.UpstreamSettle && used < c.n && !holes && len(c.hs.list) == 0 {
+		tb.refund(now, c.n-used, before)
 	}
 	m.close(&c, now)
 	return true, nil

@@ -259,7 +259,9 @@ func TestPriorityLockstep(t *testing.T) {
 					require.NoError(t, err, msg)
 					// An adaptive grant's period travels with the request,
 					// not in the script's reply: the memory store's alone sets it.
-					d.taken.per = 0
+					for k := range d.taken {
+						d.taken[k].per = 0
+					}
 					if i == 0 {
 						first = d
 					} else {

@@ -125,7 +125,7 @@ func (s *RedisStore) reserve(ctx context.Context, req request) (decision, error)
 	if err != nil {
 		return decision{}, s.fail("reserve", err)
 	}
-	ds, err := decisions(v, n, 1, req.adapt != 0)
+	ds, err := decisions(v, n, 1, req.adapts)
 	if err != nil {
 		return decision{}, storeErr("reserve", err)
 	}
@@ -169,7 +169,7 @@ func (s *RedisStore) reserveBatch(ctx context.Context, reqs []request) ([]decisi
 	if err != nil {
 		return nil, s.fail("reserve", err)
 	}
-	ds, err := decisions(v, n, m, req.adapt != 0)
+	ds, err := decisions(v, n, m, req.adapts)
 	if err != nil {
 		return nil, storeErr("reserve", err)
 	}
@@ -206,7 +206,7 @@ func (s *RedisStore) reserveLean(ctx context.Context, reqs []request) ([]decisio
 	switch k := a.kind(); {
 	case k != kindTB && k != kindLB:
 		args = append(args, p[2])
-	case reqs[0].adapt != 0:
+	case reqs[0].adapts != 0:
 		args = append(args, p[3], p[2])
 	default:
 		args = append(args, p[3])
@@ -217,7 +217,7 @@ func (s *RedisStore) reserveLean(ctx context.Context, reqs []request) ([]decisio
 	// the keys each script reads, no more (a key costs the server 0.1 µs)
 	script, keys := reserveTBScript, []string{stateKey(prefix, b.Key, a)}
 	switch {
-	case reqs[0].adapt != 0:
+	case reqs[0].adapts != 0:
 		script, keys = reserveATScript, append(keys, adaptKey(prefix, b.Key)) // and the effective rate
 	case a.kind() == kindLB:
 		script = reserveLBScript
@@ -237,9 +237,9 @@ func (s *RedisStore) reserveLean(ctx context.Context, reqs []request) ([]decisio
 	}
 	var ds []decision
 	if tat := script == reserveTBScript || script == reserveLBScript || script == reserveATScript; tat && m > 1 {
-		ds, err = atOnce(v, int64(b.N), m, reqs[0].adapt != 0) // lua/reserve_tat.lua's batch reply
+		ds, err = atOnce(v, int64(b.N), m, reqs[0].adapts != 0) // lua/reserve_tat.lua's batch reply
 	} else {
-		ds, err = decisions(v, 1, m, reqs[0].adapt != 0)
+		ds, err = decisions(v, 1, m, reqs[0].adapts)
 	}
 	if err != nil {
 		return nil, storeErr("reserve", err)
@@ -263,7 +263,11 @@ func atOnce(v []int64, n int64, m int, adaptive bool) ([]decision, error) {
 		!whole(0).less(T) || burst < 1 {
 		return nil, fmt.Errorf("bad batch reply head %v", v[:head])
 	}
-	rest, err := decisions(v[head:], 1, m-int(k), adaptive)
+	adapts := 0
+	if adaptive {
+		adapts = 1
+	}
+	rest, err := decisions(v[head:], 1, m-int(k), adapts)
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +277,7 @@ func atOnce(v []int64, n int64, m int, adaptive bool) ([]decision, error) {
 		tat = tatAfter(tat, T, now, int(n))
 		d.remaining, d.reset = tatFigures(tat, T, burst, now)
 		if adaptive {
-			d.taken = fixedTB{t: T, burst: burst}
+			d.taken = []fixedTB{{t: T, burst: burst}}
 		}
 		ds[j] = d
 	}
@@ -300,14 +304,11 @@ func counts(v []int64, want int) error {
 // decisions reads the replies of m calls of n buckets each, one after the
 // other: granted (1, or 2 for a tenant over its share), wait, remaining,
 // reset, now, then a handle for each bucket (two integers: µs, or a
-// window's index, and picoseconds), and for an adaptive bucket the T (µs
-// and picoseconds) and burst it was taken at (lua/reserve.lua). Every
-// field is a non-negative integer.
-func decisions(v []int64, n, m int, adaptive bool) ([]decision, error) {
-	per := 5 + 2*n
-	if adaptive {
-		per += 3
-	}
+// window's index, and picoseconds), and for each of the adapts adaptive
+// buckets, in order, the T (µs and picoseconds) and burst it was taken at
+// (lua/reserve.lua). Every field is a non-negative integer.
+func decisions(v []int64, n, m, adapts int) ([]decision, error) {
+	per := 5 + 2*n + 3*adapts
 	if err := counts(v, per*m); err != nil {
 		return nil, err
 	}
@@ -329,12 +330,13 @@ func decisions(v []int64, n, m int, adaptive bool) ([]decision, error) {
 				}
 			}
 		}
-		if adaptive {
-			t := pico{f[5+2*n], f[6+2*n]}
+		for a := range adapts {
+			at := 5 + 2*n + 3*a
+			t := pico{f[at], f[at+1]}
 			if !okPS(t.ps) {
-				return nil, fmt.Errorf("bad reply field %d: %d", i*per+6+2*n, t.ps)
+				return nil, fmt.Errorf("bad reply field %d: %d", i*per+at+1, t.ps)
 			}
-			d.taken = fixedTB{t: t, burst: f[7+2*n]}
+			d.taken = append(d.taken, fixedTB{t: t, burst: f[at+2]})
 		}
 		ds[i] = d
 	}
@@ -367,7 +369,11 @@ func (s *RedisStore) charge(ctx context.Context, req request, d decision, used i
 	keys := bucketKeys(make([]string, 0, 5), req.prefix, &req.one)
 	keys = append(keys, keys[0]+":settle:"+id)
 	args := bucketArgs(append(make([]any, 0, 11), s.now(), strconv.FormatInt(d.slot(), 10)), &req.one, s.clock)
-	args = append(args, d.handle.us, d.handle.ps, used)
+	upstream := 0
+	if req.one.UpstreamSettle {
+		upstream = 1
+	}
+	args = append(args, d.handle.us, d.handle.ps, used, upstream)
 	v, err := bucketScripts[scriptSettle][req.kind()].Run(ctx, s.rdb, keys, args...).Int64()
 	if err != nil {
 		return false, s.fail("settle", err)

@@ -33,13 +33,12 @@ func newReservation(l *Limiter, req request, d decision) *Reservation {
 }
 
 // AdaptiveRate is the effective rate, per its ceiling's Period, at which
-// the call's Adaptive bucket was taken; 0 if the call had none.
+// the call's first Adaptive bucket was taken; 0 if the call had none.
 func (r *Reservation) AdaptiveRate() float64 {
-	if r.req.adapt == 0 {
-		return 0
-	}
-	if f, ok := r.req.at(r.req.adapt - 1).Limit.(fixedTB); ok {
-		return f.rate()
+	for i := 0; i < r.req.len(); i++ {
+		if f, ok := r.req.at(i).Limit.(fixedTB); ok {
+			return f.rate()
+		}
 	}
 	return 0
 }

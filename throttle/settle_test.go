@@ -493,7 +493,7 @@ func TestSettleAdaptive(t *testing.T) {
 			r, err := lim.Reserve(ctx, "k", a, 4, 0)
 			require.NoError(t, err)
 			require.Equal(t, 40.0, r.AdaptiveRate())
-			burst := int(r.d.taken.burst)
+			burst := int(r.d.taken[0].burst)
 			require.NoError(t, r.Settle(ctx, "k", 1))
 			_, err = lim.Reserve(ctx, "k", a, burst-1, 0)
 			require.NoError(t, err, "3 of 4 back")

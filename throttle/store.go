@@ -71,22 +71,28 @@ type request struct {
 	more    []Bucket
 	maxWait int64  // µs; negative means no bound
 	share   *share // the checked Share of one bucket, if any
-	adapt   int    // 1 + the index of the Adaptive bucket, if any
+	adapts  int    // how many of its buckets are Adaptive
 }
 
 func (r *request) len() int { return 1 + len(r.more) }
 
-// took puts r's Adaptive bucket, as decision d took it, in its place: a
-// refund of the call gives back what it took, at the rate it took it.
+// took puts r's Adaptive buckets, as decision d took them, in their
+// places: a refund of the call gives back what it took, at the rate it
+// took it.
 func (r *request) took(d decision) {
-	if r.adapt == 0 || d.taken.burst <= 0 {
+	if r.adapts == 0 || len(d.taken) == 0 {
 		return
 	}
-	b := r.at(r.adapt - 1)
-	if a, ok := b.Limit.(Adaptive); ok {
-		f := d.taken
-		f.per = a.args()[2]
-		b.Limit = f
+	k := 0
+	for i := 0; i < r.len() && k < len(d.taken); i++ {
+		b := r.at(i)
+		if a, ok := b.Limit.(Adaptive); ok {
+			if f := d.taken[k]; f.burst > 0 {
+				f.per = a.args()[2]
+				b.Limit = f
+			}
+			k++
+		}
 	}
 }
 
@@ -114,15 +120,15 @@ func (b *Bucket) algo() algo { return b.Limit.(algo) }
 // decision is a store's answer to reserve.
 type decision struct {
 	granted   bool
-	overShare bool    // not granted: the tenant is over its share; wait is its come-back
-	local     bool    // made by FailLocal's local bucket, not the store (fallback.go)
-	wait      int64   // µs until the caller may act (granted), or RetryAfter (denied)
-	remaining int     // fewest left in any bucket
-	reset     int64   // µs until every bucket could grant its most at once
-	now       int64   // the store's time of the decision, µs
-	handle    pico    // the first bucket's handle after a grant: what a refund needs
-	handles   []pico  // the other buckets'
-	taken     fixedTB // the Adaptive bucket as the call took it (burst 0: none)
+	overShare bool      // not granted: the tenant is over its share; wait is its come-back
+	local     bool      // made by FailLocal's local bucket, not the store (fallback.go)
+	wait      int64     // µs until the caller may act (granted), or RetryAfter (denied)
+	remaining int       // fewest left in any bucket
+	reset     int64     // µs until every bucket could grant its most at once
+	now       int64     // the store's time of the decision, µs
+	handle    pico      // the first bucket's handle after a grant: what a refund needs
+	handles   []pico    // the other buckets'
+	taken     []fixedTB // the Adaptive buckets as the call took them, in order
 }
 
 func (d *decision) handleAt(i int) pico {

@@ -3,7 +3,7 @@ package workers
 import (
 	"context"
 
-	"github.com/sluicehq/sluice/backoff"
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // This file is how what a job learns of its upstream reaches its policy's
@@ -28,18 +28,16 @@ func (p *Pool) adaptRefused(ctx context.Context, j *job) {
 	}
 }
 
-// announced makes the rate the upstream announced (q.Rate > 0) the
-// effective rate of job j's upstream's bucket, never above its ceiling.
-func (p *Pool) announced(ctx context.Context, j *job, q backoff.Quota) {
+// announced makes rate (per the ceiling's period), which the upstream
+// announced or its capacity implies (capacity), the effective rate of job
+// j's upstream's bucket, never above its ceiling. It returns the effective
+// rate after, 0 if the store could not say.
+func (p *Pool) announced(ctx context.Context, j *job, rate float64) float64 {
 	a := j.pol.adaptive
-	rate := q.Rate * a.Ceiling.Period.Seconds()
-	if a.Ceiling.Period == 0 {
-		rate = q.Rate
-	}
 	st, changed, err := p.cfg.Limiter.Announced(context.WithoutCancel(ctx), j.upstream(), *a, rate)
 	if err != nil {
 		j.logger().Debug("workers: cannot report the announced quota", "err", err)
-		return
+		return 0
 	}
 	if j.probe != nil {
 		p.probeAnswered(ctx, j, st.Rate)
@@ -49,6 +47,15 @@ func (p *Pool) announced(ctx context.Context, j *job, q backoff.Quota) {
 		j.logger().Info("workers: the upstream announced its quota: the fleet's effective rate for the bucket follows it",
 			"bucket", j.upstream(), "rate", st.Rate, "ceiling", a.Ceiling.Rate, "per", a.Ceiling.Period.String())
 	}
+	return st.Rate
+}
+
+// perPeriod is rate, per second, per the ceiling's period of a.
+func perPeriod(a throttle.Adaptive, rate float64) float64 {
+	if a.Ceiling.Period == 0 {
+		return rate
+	}
+	return rate * a.Ceiling.Period.Seconds()
 }
 
 // adaptSucceeded counts a success of job j for its upstream's adaptive bucket.
@@ -107,3 +114,34 @@ func (p *Pool) adaptiveRate(ctx context.Context, j *job) (float64, error) {
 // is rounded to a picosecond, so it may differ from the rate itself in its
 // last digits; an exact comparison would give up every turn, forever.
 func dropped(now, booked float64) bool { return now < 0.95*booked }
+
+// UpstreamAdaptive returns the bucket whose effective rate the answers of
+// pol's upstream set, and its adaptive limit, for a program that shows it
+// (Limiter.AdaptiveLimit): with Key and Global, the global bucket (GlobalKey),
+// as the upstream's quota is the account every key shares; without Key, the
+// first limit's own bucket. ok is false when pol does not adapt, when its
+// upstream's bucket is one per key (AdaptKey, or Key without Global), or
+// when that bucket is not a token bucket (throttle.Limit).
+func UpstreamAdaptive(pol Policy) (key string, a throttle.Adaptive, ok bool) {
+	if !pol.Adapt {
+		return "", throttle.Adaptive{}, false
+	}
+	limits, err := limitsOf(pol)
+	if err != nil || len(limits) == 0 {
+		return "", throttle.Adaptive{}, false
+	}
+	ceiling := limits[0].Limit
+	switch {
+	case pol.Key != nil && !isNil(pol.Global) && !pol.AdaptKey:
+		ceiling, key = pol.Global, GlobalKey(pol)
+	case pol.Key != nil:
+		return "", throttle.Adaptive{}, false
+	default:
+		key = BucketKey(pol, pol.Name, limits[0].Name)
+	}
+	l, ok := limitOf(ceiling)
+	if !ok {
+		return "", throttle.Adaptive{}, false
+	}
+	return key, throttle.Adaptive{Ceiling: l, Floor: pol.AdaptFloor}, true
+}

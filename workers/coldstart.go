@@ -2,36 +2,17 @@ package workers
 
 import (
 	"context"
-	"time"
 
-	"github.com/sluicehq/sluice/throttle"
+	"github.com/sluicehq/sluice/internal/upstream"
 )
 
-// This file is the cold start of an adaptive bucket: it asks first. While
-// the upstream's bucket is cold (no job of the fleet has had an answer from
-// it yet, or the fleet forgot it after idling an hour), one job at a time,
-// fleet-wide, may take a turn: the probe, which holds a claim in the
-// limiter's store (a Concurrency of one on the bucket's probe key) from
-// before its turn until its answer has been reported. The others wait for
-// the claim; whoever gets it next reads the bucket again, and unless it is
-// still cold (the probe had no answer: the handler failed, the job went
-// back, or its process died and the claim's lease ran out) lets it go at
-// once and takes its turn at the rate the answer set. So the fleet sends
-// one request, and its answer (an announced quota, a refusal, or a success
-// at the ceiling) sets the rate before the configured burst is granted:
-// TCP's slow start, in one round trip. A warm bucket costs nothing more:
-// the check reads the Limiter's copy of the rate (a cold reading is never
-// kept, so the end of a cold start is seen at once).
-
-const (
-	// probeLease is how long a probe's claim outlives its job: after it,
-	// the next job waiting becomes the probe.
-	probeLease = 2 * time.Second
-	// probeSuffix names a bucket's probe key, beside it.
-	probeSuffix = ":probe"
-)
-
-var probeClaim = throttle.Concurrency{Max: 1, Lease: probeLease}
+// This file is the job path's step of the cold start of an adaptive bucket
+// (internal/upstream: one job at a time, fleet-wide, asks first while the
+// upstream's bucket is cold): a job waits for the probe's claim within its
+// wait budget, and holds it (j.probe) until its answer has been reported.
+// A warm bucket costs nothing more: the check reads the Limiter's copy of
+// the rate (a cold reading is never kept, so the end of a cold start is seen
+// at once).
 
 // askFirst is the cold start's step of a job taking a turn: if its
 // upstream's adaptive bucket is cold, it waits, up to its wait budget, for
@@ -49,7 +30,7 @@ func (p *Pool) askFirst(ctx context.Context, j *job) (fate, bool) {
 	stop := context.AfterFunc(p.stopCtx, cancel)
 	defer stop()
 	done := p.startWaiting(ctx, j)
-	lease, err := p.cfg.Limiter.Hold(wctx, j.upstream()+probeSuffix, probeClaim)
+	lease, err := p.cfg.Limiter.Hold(wctx, upstream.ProbeKey(j.upstream()), upstream.ProbeClaim)
 	done()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -67,24 +48,12 @@ func (p *Pool) askFirst(ctx context.Context, j *job) (fate, bool) {
 	return fate{}, true
 }
 
-// probeAnswered counts the probe of job j at the rate its answer announced
-// (per the ceiling's period): its token was taken at the ceiling's pace, a
-// fraction of a turn at the announced rate, so the bucket is held for one
-// turn at that rate and comes out of it empty, as the upstream's bucket is
-// less the probe; otherwise the first burst after it passes the upstream's
-// by the difference and draws a 429.
+// probeAnswered counts job j's probe at the rate its answer announced
+// (upstream.CountProbe).
 func (p *Pool) probeAnswered(ctx context.Context, j *job, rate float64) {
-	a := j.pol.adaptive
-	if rate <= 0 || rate >= a.Ceiling.Rate {
-		return
-	}
-	per := a.Ceiling.Period
-	if per == 0 {
-		per = time.Second
-	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	if _, err := p.cfg.Limiter.Cooldown(sctx, j.upstream(), *a, time.Duration(float64(per)/rate)); err != nil {
+	if err := upstream.CountProbe(sctx, p.cfg.Limiter, j.upstream(), *j.pol.adaptive, rate); err != nil {
 		j.logger().Debug("workers: cannot count the probe at the announced rate", "err", err)
 	}
 }
@@ -94,13 +63,8 @@ func (p *Pool) probeAnswered(ctx context.Context, j *job, rate float64) {
 func (p *Pool) cold(ctx context.Context, j *job) bool {
 	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
-	_, st, err := p.cfg.Limiter.AdaptiveLimit(sctx, j.upstream(), *j.pol.adaptive)
-	return err == nil && st.Reason == coldReason
+	return upstream.Cold(sctx, p.cfg.Limiter, j.upstream(), *j.pol.adaptive)
 }
-
-// coldReason is throttle.AdaptState.Reason of a bucket whose upstream has
-// not answered yet.
-const coldReason = "cold"
 
 // endProbe lets job j's probe claim go, if it holds one: its answer, if it
 // had one, has been reported (the job's end), or the bucket is warm.

@@ -83,6 +83,7 @@ type job struct {
 	res     *throttle.Reservation // the turn it runs on, if it took one here (not a ticket): charge settles it
 	granted time.Time             // the slot its tokens were granted for, on the store's clock (Granted); zero if none
 	rate    float64               // the adaptive rate the job's turn was booked at (effective); 0 if none
+	retook  bool                  // it gave up a turn it woke too late for (acquire)
 	meta    queue.Meta            // the task's sluice headers; a malformed one is left zero
 	retried int                   // asynq's retry count of this run
 	start   time.Time
@@ -482,9 +483,30 @@ func (p *Pool) acquire(ctx context.Context, j *job) fate {
 	if p.rateDropped(ctx, j) {
 		return takeTurn
 	}
+	// A turn reached long after its slot (the process stalled: a loaded
+	// host, a pause) would go out with every turn that came due
+	// meanwhile, together, past the upstream's burst: as a late ticket
+	// does, it gives the turn up (its tokens spent, never granted twice)
+	// and takes a new one; once, so that a host slow every time still runs.
+	if staleTurn(j, r.Time(), time.Now()) {
+		j.logger().Debug("workers: the job woke long after its turn; taking a new one", "late", time.Since(r.Time()))
+		return takeTurn
+	}
 	p.waited(ctx, j.rt, d)
 	j.granted, j.res = r.Slot(), r
 	return runAt(r.Time())
+}
+
+// staleTurn reports whether job j, awake at now for its turn at slot (on
+// this process's clock), is later than its policy honours a ticket
+// (policy.late) and has not given up a turn for that before; it marks that
+// it has.
+func staleTurn(j *job, slot, now time.Time) bool {
+	if now.Sub(slot) <= j.pol.late || j.retook {
+		return false
+	}
+	j.retook = true
+	return true
 }
 
 // holdFirst takes job j's in-flight slot, if its policy bounds them and it
@@ -688,8 +710,13 @@ func (p *Pool) result(ctx context.Context, j *job, err error) fate {
 	p.warnMalformed(j)
 	if err == nil {
 		if j.pol != nil && j.pol.adaptive != nil {
-			p.adaptSucceeded(ctx, j)
+			// The announcement first: a cold bucket's first answer is
+			// the one the fleet waits for (coldstart.go), and reported
+			// first, the success would end the cold start at the
+			// ceiling for the moment before the announcement, in which
+			// other processes would take turns at it.
 			p.applyNote(ctx, j)
+			p.adaptSucceeded(ctx, j)
 		}
 		if j.pol != nil && j.pol.settles { // charged what it really used (charge.go)
 			p.charge(ctx, j)
@@ -729,8 +756,9 @@ func (p *Pool) upstream(ctx context.Context, j *job, up *UpstreamError) fate {
 	}
 	trace.SpanFromContext(ctx).AddEvent("upstream refused", trace.WithAttributes(
 		attribute.Int("http.response.status_code", up.StatusCode), attribute.Float64("sluice.cooldown_s", d.Seconds())))
-	if j.pol != nil && j.pol.adaptive != nil {
-		p.applyNote(ctx, j)
+	if j.pol != nil && j.pol.adaptive != nil && !p.applyNote(ctx, j) {
+		// A quota spent at a rate the upstream said is its reset's wait,
+		// not an overload: the rate stands (applyNote).
 		p.adaptRefused(ctx, j)
 	}
 	if !cool {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/backoff"
+	"github.com/sluicehq/sluice/internal/upstream"
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // noteKey carries a job's upstreamNote in its handler's context.
@@ -40,11 +42,11 @@ func ObserveResponse(ctx context.Context, resp *http.Response) {
 
 // ObserveAnswer is ObserveResponse for an answer the handler parsed itself.
 //
-// The pool applies the quota of requests to the upstream's bucket. The
-// quotas of tokens (Tokens, InputTokens, OutputTokens) are kept with it but
-// apply to no bucket: they are for a policy's named limit of that name
-// (NamedLimit.Name "tokens"), which does not adapt, as only the upstream's
-// bucket of a job does.
+// The pool applies the quota of requests to the upstream's bucket, and each
+// quota of tokens (Tokens, InputTokens, OutputTokens) to the policy's limit
+// named for it (NamedLimit.Name "tokens", "input-tokens", "output-tokens"),
+// which adapts to it under Policy.Adapt (unless the upstream's bucket is
+// Global: the named limits are then per key).
 func ObserveAnswer(ctx context.Context, a backoff.Answer) {
 	n, _ := ctx.Value(noteKey{}).(*upstreamNote)
 	if n == nil {
@@ -82,19 +84,33 @@ func (p *Pool) warnMalformed(j *job) {
 }
 
 // applyNote applies what job j's handler observed (ObserveResponse) to its
-// adaptive bucket.
-func (p *Pool) applyNote(ctx context.Context, j *job) {
+// adaptive bucket: an announced rate, or else a capacity (internal/upstream.Target),
+// becomes its effective rate; a spent quota holds it until its reset. A
+// spent quota lowers the rate as a refusal does only when nothing the
+// upstream said bounds it: once it has, the quota spent is its limit
+// reached at that rate, and it comes back at the reset. It reports whether
+// the quota of requests is spent with a reset said under such a bound: a
+// refusal that says so (GitHub's 403) is then that wait, not an overload,
+// and lowers nothing either.
+func (p *Pool) applyNote(ctx context.Context, j *job) (spentAtWord bool) {
+	p.applyTokens(ctx, j) // tokens.go
 	j.note.mu.Lock()
 	q, ok := j.note.last.Quota(backoff.Requests)
 	j.note.mu.Unlock()
 	a := j.pol.adaptive
 	if !ok || a == nil {
-		return
+		return false
 	}
-	if q.Rate > 0 {
-		p.announced(ctx, j, q)
-	} else if q.Exhausted {
-		// No rate said beside it: a spent quota is the upstream's limit
+	// rate is per the ceiling's period, when the upstream's word bounds it.
+	rate, announce, err := upstream.Target(context.WithoutCancel(ctx), p.cfg.Limiter, j.upstream(), *a, q)
+	switch {
+	case err != nil:
+		j.logger().Debug("workers: cannot read the adaptive rate for the announced quota", "err", err)
+	case announce:
+		rate = p.announced(ctx, j, rate)
+	}
+	if q.Exhausted && rate <= 0 {
+		// No rate said or bounded: a spent quota is the upstream's limit
 		// reached, an overload as a 429 is, without the 429.
 		p.adaptRefused(ctx, j)
 	}
@@ -105,7 +121,7 @@ func (p *Pool) applyNote(ctx context.Context, j *job) {
 		// rate (held at the ceiling, it would come out with the effective
 		// rate's burst in hand, which the spent upstream has not).
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-		_, err := p.cfg.Limiter.Cooldown(sctx, j.upstream(), *a, exhaustedHold(q))
+		_, err := p.cfg.Limiter.Cooldown(sctx, j.upstream(), *a, exhaustedHold(q, perSecond(*a, rate)))
 		cancel()
 		if err != nil {
 			j.logger().Debug("workers: cannot hold the bucket for the announced reset", "err", err)
@@ -114,19 +130,29 @@ func (p *Pool) applyNote(ctx context.Context, j *job) {
 				"bucket", j.upstream(), "reset", q.Reset)
 		}
 	}
+	return q.Exhausted && q.Reset > 0 && rate > 0
 }
 
 // exhaustedHold is how long a bucket is held when the upstream announces its
 // quota spent: until the announced reset. The fields write the reset in
 // whole seconds, rounded up, so a reset of one second says only "within the
 // second": the quota of a token-bucket upstream comes back one request at a
-// time, the first after 1/rate. So with a rate announced beside it, a reset
-// of a second or less holds for one request's time at that rate: a
-// fixed-window upstream may then answer one 429, whose Retry-After holds the
-// bucket in turn (docs/adaptive.md).
-func exhaustedHold(q backoff.Quota) time.Duration {
-	if q.Rate > 0 && q.Reset <= time.Second {
-		return min(q.Reset, time.Duration(float64(time.Second)/q.Rate))
+// time, the first after 1/rate. So with a rate (per second) known from the
+// upstream's word (announced, or its capacity's), a reset of a second or
+// less holds for one request's time at that rate: a fixed-window upstream
+// may then answer one 429, whose Retry-After holds the bucket in turn
+// (docs/adaptive.md).
+func exhaustedHold(q backoff.Quota, rate float64) time.Duration {
+	if rate > 0 && q.Reset <= time.Second {
+		return min(q.Reset, time.Duration(float64(time.Second)/rate))
 	}
 	return q.Reset
+}
+
+// perSecond is rate, per the ceiling's period of a, per second.
+func perSecond(a throttle.Adaptive, rate float64) float64 {
+	if a.Ceiling.Period == 0 {
+		return rate
+	}
+	return rate / a.Ceiling.Period.Seconds()
 }

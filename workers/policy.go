@@ -14,6 +14,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/sluicehq/sluice/backoff"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -199,16 +200,21 @@ func (p *policy) bounded() bool { return p.slots.Max > 0 || p.slots.Auto }
 // policy is a checked copy of a Policy.
 type policy struct {
 	Policy
-	limits   []NamedLimit           // Limit (named "") if set, then Limits: the buckets every job takes
-	adaptive *throttle.Adaptive     // when Adapt: the ceiling and floor of the upstream's bucket
-	upGlobal bool                   // the upstream's bucket is Global (Key and Global, without AdaptKey)
-	global   throttle.Policy        // Policy.Global, nil if none
-	maxWait  time.Duration          // Policy.MaxWait or Config.MaxWait
-	slots    throttle.Concurrency   // InFlight, InFlightLease, InFlightAuto and InFlightFloor; Max 0 and not Auto without them
-	fp       string                 // fingerprint of the limits, for the tickets booked under them
-	late     time.Duration          // how late past its slot a ticket is still honoured (see lateTicket)
-	settles  bool                   // a limit has a SettleFrom: its jobs are charged what they used (charge)
-	quota    []throttle.FixedWindow // its calendar quotas, among limits and Global: its jobs park for their resets (quota.go)
+	limits   []NamedLimit         // Limit (named "") if set, then Limits: the buckets every job takes
+	adaptive *throttle.Adaptive   // when Adapt: the ceiling and floor of the upstream's bucket
+	upGlobal bool                 // the upstream's bucket is Global (Key and Global, without AdaptKey)
+	global   throttle.Policy      // Policy.Global, nil if none
+	maxWait  time.Duration        // Policy.MaxWait or Config.MaxWait
+	slots    throttle.Concurrency // InFlight, InFlightLease, InFlightAuto and InFlightFloor; Max 0 and not Auto without them
+	fp       string               // fingerprint of the limits, for the tickets booked under them
+	late     time.Duration        // how late past its slot a ticket is still honoured (see lateTicket)
+	settles  bool                 // a limit has a SettleFrom: its jobs are charged what they used (charge)
+	// tokens are the limits (by index, never the first) named for the
+	// upstream's quotas of tokens, which adapt to its announcements of
+	// them (tokens.go); none without Adapt, or when the upstream's bucket
+	// is Global.
+	tokens map[backoff.Resource]int
+	quota  []throttle.FixedWindow // its calendar quotas, among limits and Global: its jobs park for their resets (quota.go)
 }
 
 // CheckName reports why name cannot be a Policy's Name, or nil: it is
@@ -367,6 +373,7 @@ func newPolicy(pol Policy, defaultWait time.Duration, concurrency int) (*policy,
 		}
 		p.adaptive = &a
 	}
+	p.tokens = tokenLimits(p)
 	p.fp = fingerprint(p)
 	p.late = lateTicket(p.limits, p.global)
 	p.settles = slices.ContainsFunc(p.limits, func(l NamedLimit) bool { return l.SettleFrom != nil })
@@ -476,12 +483,16 @@ func (p *policy) buckets(t *asynq.Task, m queue.Meta) ([]throttle.Bucket, string
 		var lim throttle.Policy = l.Limit
 		if i == 0 && p.adaptive != nil && !p.upGlobal {
 			lim = *p.adaptive // taken at the fleet's effective rate, read by the same call
+		} else if a, ok := p.tokenAdaptive(i); ok {
+			lim = a // at the rate the upstream announced for its tokens (tokens.go)
 		}
 		b := BucketKey(p.Policy, key, l.Name)
 		if len(b) > throttle.MaxKeyLen {
 			return nil, "", fmt.Errorf("%w: policy %q: key is %d bytes, more than %d", ErrKey, p.Name, len(key), throttle.MaxKeyLen-len(b)+len(key))
 		}
-		bs = append(bs, throttle.Bucket{Key: b, Limit: lim, N: n})
+		// A settled limit gives back what the job did not use as the
+		// upstream does when it answers (charge.go).
+		bs = append(bs, throttle.Bucket{Key: b, Limit: lim, N: n, UpstreamSettle: l.SettleFrom != nil})
 	}
 	if p.global != nil {
 		g := throttle.Bucket{Key: GlobalKey(p.Policy), Limit: p.global, N: bs[0].N}

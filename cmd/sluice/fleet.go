@@ -151,8 +151,10 @@ type limitView struct {
 	QueuedByPriority map[string]int `json:"queued_by_priority,omitempty"`
 	RatePerS         float64        `json:"rate_per_s"` // the limit, in grants per second (per key when Keyed)
 	// Effective is an adaptive limit's effective rate per second, and why it
-	// last moved (docs/adaptive.md); absent for a limit that does not adapt
-	// or has a bucket per key.
+	// last moved (docs/adaptive.md): of its own bucket, or with a key
+	// template of its global bucket, which the upstream's answers set;
+	// absent for a limit that does not adapt or adapts a bucket per key
+	// (adapt=key).
 	Effective    float64 `json:"effective_per_s,omitempty"`
 	EffectiveWhy string  `json:"effective_why,omitempty"`
 	Workers      int     `json:"workers"`            // applying this spec
@@ -299,11 +301,11 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 		}
 		all, flags := sp.All(), sp.Flags()
 		v.Keyed = sp.KeyTemplate != ""
-		if l, ok := all[0].Limit.(throttle.Limit); ok && sp.Adapt && !v.Keyed {
-			bucket := workers.BucketKey(sp.Policy, sp.Name, all[0].Name)
-			a := throttle.Adaptive{Ceiling: l, Floor: sp.AdaptFloor}
+		// The bucket the upstream's answers set: the type's own, or with a
+		// key template its global one (one per key with adapt=key: none).
+		if bucket, a, ok := workers.UpstreamAdaptive(sp.Policy); ok {
 			if _, st, err := f.lim.AdaptiveLimit(ctx, bucket, a); err == nil {
-				v.Effective, v.EffectiveWhy = perSecond(throttle.Limit{Rate: st.Rate, Period: l.Period, Burst: l.Burst}), st.Reason
+				v.Effective, v.EffectiveWhy = perSecond(throttle.Limit{Rate: st.Rate, Period: a.Ceiling.Period, Burst: a.Ceiling.Burst}), st.Reason
 			}
 		}
 		if key, c := workers.InFlightOf(sp.Policy); key != "" && c.Auto {

@@ -13,8 +13,9 @@ import (
 // observeAdaptive exports each adaptive limit's effective rate and ceiling,
 // per second, as gauges read from the store at each collection:
 // sluice.throttle.adaptive.rate (with the reason it last moved) and
-// sluice.throttle.adaptive.ceiling. Limits with a key template have a rate
-// per key and are left out.
+// sluice.throttle.adaptive.ceiling. A limit with a key template and a
+// global limit shows its global bucket's, which its upstream's answers set;
+// one with a rate per key (adapt=key, or no global) is left out.
 func observeAdaptive(mp metric.MeterProvider, lim *throttle.Limiter, r *rates) error {
 	m := mp.Meter("github.com/sluicehq/sluice/cmd/worker")
 	rate, err := m.Float64ObservableGauge("sluice.throttle.adaptive.rate",

@@ -50,7 +50,7 @@ Flags:
                            booking stands on them (then lost to the fleet)
   --limit SPEC             a limit, repeatable:
                            TYPE=RATE/UNIT[,name=NAME][,policy=P][,zone=IANA][,burst=N][,slots=N][,capacity=N]
-                                [,key=TEMPLATE][,max-wait=D][,cost=N|{COST}][,global=RATE/UNIT[:BURST]]
+                                [,key=TEMPLATE][,max-wait=D][,cost=N|{COST}][,settle={ANSWER}][,global=RATE/UNIT[:BURST]]
                                 [,in-flight=N][,adapt=on|off|key][,floor=RATE/UNIT][,fair=on|off][,weights=KEY:N|KEY:N]
                                 [,priority=on|off][,priority-floor=PCT]
                            UNIT is s, m, h, or a calendar unit: day, week (ISO, from Monday 00:00)
@@ -68,6 +68,10 @@ Flags:
                            cost= is a number or one of {payload.FIELD}, {header.NAME}, and for
                            http:request {body.FIELD}: a job whose cost is missing, not a whole
                            number, under 1 or over the burst is archived with the reason
+                           settle={answer.PATH} or {answer-header.NAME}, on a named limit of
+                           http:request: after the answer, the job is charged what it used
+                           (e.g. {answer.usage.total_tokens}); the rest goes back to the bucket
+                           as the upstream gives it back when it answers (docs/third-party.md)
                            in-flight=N: at most N of these jobs run at once across the fleet;
                              in-flight=auto[:[FLOOR-]CEIL]: a bound that follows the upstream's
                              latency (for services that slow down instead of saying 429), from
@@ -89,7 +93,9 @@ Flags:
                              503 lowers the rate, successes raise it back; floor=RATE/UNIT is
                              the least rate (default a tenth of RATE); see docs/adaptive.md;
                              with key= and global= the upstream's refusals and quotas apply
-                             to global= (one account), adapt=key to each key's own bucket
+                             to global= (one account), adapt=key to each key's own bucket;
+                             a limit named tokens, input-tokens or output-tokens follows the
+                             upstream's announcements about that quota (docs/third-party.md)
                            fair=on|off (default on with key= and global=): the keys share the
                              global bucket by weight, none starving the others; weights=
                              gives keys (as the template derives them) other weights than 1,

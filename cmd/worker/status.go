@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -34,11 +35,12 @@ type policyRate struct {
 	perKey bool          // the limit is per derived key (a key template): the rate is over all keys
 	runs   atomic.Int64
 
-	// adaptive is the limit's ceiling and floor when it adapts and has one
-	// bucket (no key template); eff and why are its effective rate and why
-	// it last moved, as last read (logStatus).
+	// adaptive is the ceiling and floor of the limit's upstream's bucket
+	// when it adapts and the fleet shares one (no key template, or the
+	// global bucket of one: workers.UpstreamAdaptive); eff and why are its
+	// effective rate and why it last moved, as last read (logStatus).
 	adaptive *throttle.Adaptive
-	bucket   string // the one bucket's key, as workers.Pool names it
+	bucket   string // that bucket's key, as workers.Pool names it
 	eff      float64
 	why      string
 
@@ -71,7 +73,7 @@ func (r *rates) counted(h asynq.Handler, pol *workers.Policy) asynq.Handler {
 	first := firstLimit(*pol)
 	rate, period := rateOf(first.Limit)
 	pr := &policyRate{name: pol.Name, rate: rate, period: period, perKey: pol.Key != nil, lastAt: r.start}
-	pr.adaptive, pr.bucket = adaptiveOf(*pol), workers.BucketKey(*pol, pol.Name, first.Name)
+	pr.adaptive, pr.bucket = adaptiveOf(*pol)
 	pr.fairBucket, pr.fairGlobal = fairOf(*pol)
 	pr.quota = quotaOf(*pol)
 	pr.flightKey, pr.flight = autoFlightOf(*pol)
@@ -92,7 +94,8 @@ func (r *rates) setLimit(name string, pol workers.Policy) {
 	for _, p := range r.policies {
 		if p.name == name {
 			p.rate, p.period, p.perKey = rate, period, pol.Key != nil
-			p.adaptive, p.bucket, p.eff, p.why = adaptiveOf(pol), workers.BucketKey(pol, pol.Name, first.Name), 0, ""
+			p.adaptive, p.bucket = adaptiveOf(pol)
+			p.eff, p.why = 0, ""
 			p.fairBucket, p.fairGlobal = fairOf(pol)
 			p.tenants = ""
 			p.quota, p.parked = quotaOf(pol), ""
@@ -102,13 +105,15 @@ func (r *rates) setLimit(name string, pol workers.Policy) {
 	}
 }
 
-// adaptiveOf is pol's adaptive limit, if it adapts and has one bucket.
-func adaptiveOf(pol workers.Policy) *throttle.Adaptive {
-	l, ok := firstLimit(pol).Limit.(throttle.Limit)
-	if !pol.Adapt || !ok || pol.Key != nil {
-		return nil
+// adaptiveOf is pol's upstream's adaptive bucket and its limit, if pol
+// adapts and the fleet shares one: its own bucket, or with a key template
+// and a global limit the global one (workers.UpstreamAdaptive).
+func adaptiveOf(pol workers.Policy) (*throttle.Adaptive, string) {
+	key, a, ok := workers.UpstreamAdaptive(pol)
+	if !ok {
+		return nil, ""
 	}
-	return &throttle.Adaptive{Ceiling: l, Floor: pol.AdaptFloor}
+	return &a, key
 }
 
 // adaptiveWant is one adaptive limit with one bucket: its policy's name, its
@@ -212,21 +217,27 @@ func (p *policyRate) describe(runs int64, over time.Duration) string {
 	}
 	unit := unitOf(period)
 	limit := strconv.FormatFloat(p.rate, 'f', -1, 64)
+	// a calendar quota: a rate per day says little over seconds
+	calendar := period >= 24*time.Hour
 	var line string
 	switch {
-	case p.perKey && period >= 24*time.Hour: // a calendar quota per key
-		line = fmt.Sprintf("%s %d runs over all keys, %s/%s per key", p.name, runs, limit, unit)
-		if p.tenants != "" {
-			line += " (" + p.tenants + ")"
-		}
 	case p.perKey:
 		line = fmt.Sprintf("%s %.1f/%s over all keys, %s/%s per key", p.name, achieved, unit, limit, unit)
+		if calendar {
+			line = fmt.Sprintf("%s %d runs over all keys, %s/%s per key", p.name, runs, limit, unit)
+		}
+		if p.adaptive != nil && p.why != "" && p.why != "ceiling" {
+			// The upstream's answers set the global bucket's rate.
+			gunit := unitOf(cmp.Or(p.adaptive.Ceiling.Period, time.Second))
+			line += fmt.Sprintf(", global %.1f/%s (ceiling %s/%s, %s)", p.eff, gunit,
+				strconv.FormatFloat(p.adaptive.Ceiling.Rate, 'f', -1, 64), gunit, p.why)
+		}
 		if p.tenants != "" {
 			line += " (" + p.tenants + ")"
 		}
 	case p.why != "" && p.why != "ceiling":
 		line = fmt.Sprintf("%s %.1f/%s of %.1f/%s (ceiling %s/%s, %s)", p.name, achieved, unit, p.eff, unit, limit, unit, p.why)
-	case period >= 24*time.Hour: // a calendar quota: a rate per day says little over seconds
+	case calendar:
 		line = fmt.Sprintf("%s %d runs, of %s/%s", p.name, runs, limit, unit)
 	default:
 		line = fmt.Sprintf("%s %.1f/%s of %s/%s", p.name, achieved, unit, limit, unit)

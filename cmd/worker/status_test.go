@@ -72,3 +72,32 @@ func TestStatusAttrs(t *testing.T) {
 level=INFO msg="worker status" processed=0 failed=0 requeued=0 cooldowns=0 archived=0 waiting=0 limiter=fallback
 `, buf.String())
 }
+
+// A limit per key with a global limit that adapts: the status line shows
+// the global bucket's effective rate, which the upstream's answers set,
+// once it has moved from the ceiling; with adapt=key (AdaptKey) there is no
+// one rate to show.
+func TestRatesShowTheGlobalEffectiveRate(t *testing.T) {
+	t0 := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	key, err := workers.KeyTemplate("{payload.tenant}")
+	require.NoError(t, err)
+	global := throttle.Limit{Rate: 100, Burst: 10}
+	r := newRates(t0)
+	nop := asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil })
+	pol := workers.Policy{Name: "export", Limit: throttle.Limit{Rate: 50, Burst: 5}, Key: key, Global: &global, Adapt: true}
+	r.counted(nop, &pol)
+	own := pol
+	own.Name, own.AdaptKey = "own", true
+	r.counted(nop, &own)
+	ws := r.adaptives()
+	require.Len(t, ws, 1, "the global bucket of export; own adapts each key's")
+	assert.Equal(t, workers.GlobalKey(pol), ws[0].bucket)
+	assert.Equal(t, global, ws[0].a.Ceiling)
+
+	lim := throttle.NewLimiter(throttle.NewMemoryStore())
+	_, _, err = lim.Refused(context.Background(), ws[0].bucket, ws[0].a)
+	require.NoError(t, err)
+	r.readAdaptive(context.Background(), lim)
+	assert.Equal(t, "export 0.0/s over all keys, 50/s per key, global 60.0/s (ceiling 100/s, 429), own 0.0/s over all keys, 50/s per key",
+		r.snapshot(t0.Add(time.Second)))
+}

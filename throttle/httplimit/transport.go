@@ -51,7 +51,11 @@ type Transport struct {
 	// bucket, falls after a refusal, climbs back with successes, and follows
 	// the quota of requests the upstream announces, in any dialect
 	// backoff.ParseAnswer reads (a spent quota holds the bucket until its
-	// announced reset). Quotas of tokens are read and apply to no bucket.
+	// announced reset), or the capacity it announces without a rate
+	// (backoff.Quota.CapacityRate). While the bucket is cold (no answer
+	// yet), one request at a time, fleet-wide, is sent and its answer sets
+	// the rate before the burst is granted, on the claim the worker pools
+	// use too. Quotas of tokens are read and apply to no bucket.
 	Adapt *throttle.Adaptive
 	// Key names a request's bucket, as a bucket name for the Limiter; nil
 	// means the request's host, req.URL.Host ("api.example.com:8443"). Use
@@ -135,29 +139,31 @@ func (t *Transport) answer(key string, resp *http.Response) backoff.Answer {
 // maxAnswerBody is how much of a refusal's body answer reads.
 const maxAnswerBody = 4 << 10
 
-// observe reports an answer to an adaptive bucket: its refusal or success,
-// and the quota of requests it announces.
-func (t *Transport) observe(ctx context.Context, key string, ans backoff.Answer, refused bool) {
+// observe reports an answer to an adaptive bucket: the quota of requests it
+// announces (a rate, or a capacity: announce), then its refusal or success.
+// A spent quota holds the bucket until its reset; once the upstream's word
+// bounds the rate, a spent quota (GitHub's 403 with x-ratelimit-remaining:
+// 0) is that wait, not an overload, and lowers nothing. probe says this
+// answer is the cold start's (coldstart.go).
+func (t *Transport) observe(ctx context.Context, key string, ans backoff.Answer, refused, probe bool) {
 	if t.Adapt == nil {
 		return
 	}
 	a := *t.Adapt
 	cctx := context.WithoutCancel(ctx) // the Limiter bounds its adaptive store calls
 	ad := t.Limiter
+	spentAtWord := false
 	if q, ok := ans.Quota(backoff.Requests); ok {
+		bound := t.announce(cctx, key, q, probe)
 		if q.Exhausted && q.Reset > 0 && !refused {
 			t.cooldown(ctx, key, min(q.Reset, t.maxCooldown()))
 		}
-		if q.Rate > 0 {
-			period := a.Ceiling.Period
-			if period == 0 {
-				period = time.Second
-			}
-			_, _, _ = ad.Announced(cctx, key, a, q.Rate*period.Seconds())
-		}
+		spentAtWord = q.Exhausted && q.Reset > 0 && bound > 0
 	}
 	if refused {
-		_, _, _ = ad.Refused(cctx, key, a)
+		if !spentAtWord {
+			_, _, _ = ad.Refused(cctx, key, a)
+		}
 		return
 	}
 	if ans.Status < 400 {
@@ -205,17 +211,21 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	for attempt := 0; ; attempt++ {
+		probe := t.askFirst(ctx, key) // a cold adaptive bucket asks first (coldstart.go)
 		if err := t.acquire(ctx, key); err != nil {
+			t.endProbe(ctx, probe)
 			closeBody(req)
 			return nil, err
 		}
 		resp, err := t.base().RoundTrip(req)
 		if err != nil {
+			t.endProbe(ctx, probe)
 			return nil, err
 		}
 		ans := t.answer(key, resp)
 		d, cool, refused := t.refusal(ans, attempt)
-		t.observe(ctx, key, ans, refused)
+		t.observe(ctx, key, ans, refused, probe != nil)
+		t.endProbe(ctx, probe)
 		if !refused {
 			return resp, nil
 		}

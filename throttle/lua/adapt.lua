@@ -89,7 +89,12 @@ elseif op == "announce" then
   -- Each answer's rate is the least its fields allow (their rounding hides
   -- up to a unit): one lower than a rate announced within the hold is the
   -- same quota read less closely, not a drop, and the higher one stands.
-  if not (why == "header" and n < r and now - at < hold) then set(n, "header") end
+  -- One within 5 % under it confirms it: the hold runs from it.
+  if not (why == "header" and n < r and now - at < hold) then
+    set(n, "header")
+  elseif n >= 0.95 * r then
+    at, changed = now, true
+  end
 end
 
 if changed then

@@ -9,6 +9,8 @@
 -- ARGV[3..8] kind, n (what the reservation took), a1, a2, a3, a4
 -- ARGV[9]    the bucket's handle (reserve.lua), two integers: ARGV[9], ARGV[10]
 -- ARGV[11]   what the reservation really used, at least 0
+-- ARGV[12]   "1": the upstream rule (Bucket.UpstreamSettle; token buckets:
+--            tb.lua's refund), else "0"
 --
 -- Reply: 1 if settled now, 0 if settled before (the marker lasts a second
 -- beyond the slot, or beyond now if that is later).
@@ -17,7 +19,9 @@
 -- can without letting any span hold more than the policy allows counting
 -- each grant at its settled cost, or takes it on top (used > n) where the
 -- next grants pay for it, never the settled one (docs/throttle-design.md,
--- "Settle at the real cost").
+-- "Settle at the real cost"). With the upstream rule, a token bucket gets
+-- back at least what such an upstream would give back at once (tb.lua's
+-- refund), which the settled-cost promise does not hold to.
 
 local slot = tonumber(ARGV[2])
 local left = slot - now
@@ -28,5 +32,7 @@ local m = M[b.kind]
 m.load(b)
 H.load(b)
 local used = tonumber(ARGV[11])
+local w0, f0, h0 = b.tw, b.tf, b.h
 if used ~= b.n then m.settle(b, used, tonumber(ARGV[9]), tonumber(ARGV[10]), slot) end
+if ARGV[12] == "1" and used < b.n and m.refund then m.refund(b, b.n - used, w0, f0, h0) end
 return 1

@@ -57,6 +57,32 @@ function M.tb.settle(b, used, handle, hf, slot)
   if s > 0 then TAT.near(b, s) end
 end
 
+-- refund is settle.lua's upstream rule (Bucket.UpstreamSettle): k tokens
+-- not used go back as an upstream that books the estimate up front and
+-- refunds the rest when it answers does: the TAT, (w0, f0) before the
+-- settle, moves back by k·T, never before the floor (now, or a cooldown's
+-- end plus (burst-1)·T), nor above where the settle left it; only while no
+-- booking's turn lies ahead (the TAT before, less burst·T, at or before
+-- now) and the bucket has no holes (h0: it had before).
+function M.tb.refund(b, k, w0, f0, h0)
+  if h0 or b.h then return end
+  local gw, gf = pmul(b.a1, b.a4, b.a2)
+  local xw, xf = pn(w0 - gw, f0 - gf)
+  if xw > now or (xw == now and xf > 0) then return end
+  local fw, ff = now, 0
+  local c = cooldown(b)
+  if c > 0 then
+    local cw, cf = pmul(b.a1, b.a4, b.a2 - 1)
+    if c + cw > fw or (c + cw == fw and cf > ff) then fw, ff = c + cw, cf end
+  end
+  local kw, kf = pmul(b.a1, b.a4, k)
+  local tw, tf = pn(w0 - kw, f0 - kf)
+  if tw < fw or (tw == fw and tf < ff) then tw, tf = fw, ff end
+  if tw > b.tw or (tw == b.tw and tf >= b.tf) then return end
+  b.tw, b.tf = tw, tf
+  TAT.put(b)
+end
+
 -- pushed: a call of several buckets booked b at s, later than b alone
 -- would have, so nearer the TAT than burst·T (TAT.near).
 M.tb.pushed = TAT.near
