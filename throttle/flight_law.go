@@ -206,7 +206,13 @@ func (s *flightState) step(w flightWindow, now int64, p flightParams, jitter flo
 		// upstream's under the conditions of the moment (the baseline,
 		// probeBase), and the limit comes back to where it was.
 		s.probing = 0
-		if w.n > 0 && w.over == 0 {
+		// A probe that still measured a queue (over the calm factor) ran
+		// while the capacity fell: what it saw is the queue the bound must
+		// drain, not the upstream's own latency, and the baseline stays
+		// (raised, it would settle the bound a slot or more over the new
+		// capacity). At the floor there is nothing left to drain: what it
+		// measures is the upstream's, and the baseline follows it there.
+		if w.n > 0 && w.over == 0 && (mean <= s.base*flightProbeCalm || s.saved <= p.floor) {
 			s.base = probeBase(s.base, mean)
 		}
 		set(s.saved, flightProbe)

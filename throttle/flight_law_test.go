@@ -273,3 +273,26 @@ func TestFlightLawSlowStartStall(t *testing.T) {
 	st.step(stall, 400_000, p, 0.5)
 	assert.False(t, st.slow, "two in a row end it")
 }
+
+// TestFlightProbeDuringADrop: a probe whose measuring window still saw a
+// queue (the capacity fell while it ran) leaves the baseline as it was;
+// at the floor, where nothing is left to drain, the same reading raises it
+// (by at most flightBaseRise), so a baseline that truly rose is learned.
+func TestFlightProbeDuringADrop(t *testing.T) {
+	p := flightParams{floor: 1, ceiling: 200, interval: 250_000, minSamples: 8}
+	queued := flightWindow{n: 10, sum: 10 * 106_000, held: 17}
+
+	s := flightState{limit: 23, bound: 17, base: 51_000, probing: 2, saved: 23, why: flightProbe}
+	s.step(queued, 10_000_000, p, 0.5)
+	assert.Equal(t, 51_000.0, s.base, "a probe in a transient measured the queue")
+	assert.Zero(t, s.probing, "the probe ended")
+
+	s = flightState{limit: 1, bound: 1, base: 51_000, probing: 2, saved: 1, why: flightProbe}
+	s.step(queued, 10_000_000, p, 0.5)
+	assert.InDelta(t, 51_000*(1+flightBaseRise), s.base, 1e-6, "at the floor the baseline follows, by at most the rise")
+
+	calm := flightWindow{n: 10, sum: 10 * 54_000, held: 17}
+	s = flightState{limit: 23, bound: 17, base: 51_000, probing: 2, saved: 23, why: flightProbe}
+	s.step(calm, 10_000_000, p, 0.5)
+	assert.Equal(t, 52_500.0, s.base, "a calm probe moves the baseline as before")
+}
