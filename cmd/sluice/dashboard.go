@@ -89,6 +89,7 @@ type state struct {
 	Limits   []limitView         `json:"limits"`
 	Workers  []control.Heartbeat `json:"workers"`
 	Queues   []queueView         `json:"queues"`
+	Archived []archivedView      `json:"archived"` // the latest archived jobs of the workers' queues, newest first
 	Errors   []string            `json:"errors,omitempty"`
 }
 

@@ -176,6 +176,15 @@ type limitView struct {
 	// InFlight is an automatic in-flight bound (in-flight=auto) as the
 	// fleet keeps it; absent without one, or with a bound per key.
 	InFlight *flightView `json:"in_flight,omitempty"`
+
+	// Of the type's first row only: every bucket its jobs take from, the
+	// one that binds now (its Name; "" when none holds the type back) and
+	// why, in one sentence ("global binds: announced by the upstream 40/s
+	// at 14:02; 39.8 grants/s"), and its last hour.
+	Buckets []bucketView `json:"buckets,omitempty"`
+	Binding string       `json:"binding,omitempty"`
+	Why     string       `json:"why,omitempty"`
+	History *historyView `json:"history,omitempty"`
 }
 
 // flightView is an automatic in-flight bound (docs/adaptive.md).
@@ -200,6 +209,9 @@ type tenantView struct {
 	// Priority is the level of the key's jobs this row counts (1 to 5):
 	// a key with jobs of two priorities has a row for each.
 	Priority int `json:"priority,omitempty"`
+	// LongestWaitS is the longest a job of the key waited from its
+	// enqueue to its run over the last minutes, as the workers recorded it.
+	LongestWaitS float64 `json:"longest_wait_s,omitempty"`
 }
 
 // maxTenants bounds the tenants limits lists per fair limit.

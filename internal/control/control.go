@@ -232,7 +232,8 @@ type Heartbeat struct {
 	ID        string       `json:"id"` // host:pid:start
 	Host      string       `json:"host"`
 	PID       int          `json:"pid"`
-	Mode      string       `json:"mode"` // the limiter's: shared, closed, open, fallback
+	Version   string       `json:"version,omitempty"` // the worker's build (cli.Version)
+	Mode      string       `json:"mode"`              // the limiter's: shared, closed, open, fallback
 	Queues    []string     `json:"queues"`
 	Limits    []LimitState `json:"limits"`
 	Waiting   int64        `json:"waiting"` // jobs waiting in this worker for their turn or an in-flight slot, now
