@@ -255,3 +255,22 @@ func TestFormatValue(t *testing.T) {
 		assert.Equal(t, c.want, formatValue(c.i, c.v), "case %d", n)
 	}
 }
+
+// TestWaitsMemory measures a full minute of tenants' waits on redis-server
+// (MEMORY USAGE): MaxTenants tenants with names of 18 bytes; docs/control.md
+// quotes the figure.
+func TestWaitsMemory(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Shared(t).Client(t)
+	prefix := redistest.Prefix(t)
+	r := NewRing(rdb, prefix, 30*time.Second)
+	waits := make(map[string]time.Duration, MaxTenants)
+	for i := range MaxTenants {
+		waits["tenant:acme-"+strconv.Itoa(100000+i)] = time.Duration(i*37) * time.Millisecond
+	}
+	require.NoError(t, r.AddWaits(ctx, "http:request", t0, waits))
+	used, err := rdb.MemoryUsage(ctx, WaitsKey(prefix, "http:request", t0), 0).Result()
+	require.NoError(t, err)
+	t.Logf("a minute of %d tenants' waits takes %d bytes (MEMORY USAGE)", MaxTenants, used)
+	assert.LessOrEqual(t, used, int64(128<<10), "a minute's waits, bytes")
+}
