@@ -88,6 +88,9 @@ func TestDashboardDrivesTheFleet(t *testing.T) {
 		chromedp.SendKeys(`#auth input[name=token]`, "s3cret-s3cret-s3cret"),
 		chromedp.SendKeys(`form[data-op=set] input[name=spec]`, "http:request=10/s,burst=1"),
 		chromedp.Click(`form[data-op=set] button`),
+		// The page asks first, saying what will happen; only Confirm sends it.
+		chromedp.WaitVisible(`dialog#confirm p.consequence`),
+		chromedp.Click(`dialog#confirm button[value=confirm]`),
 	))
 	var result string
 	require.Eventually(t, func() bool {
