@@ -71,47 +71,20 @@ func (f *fleet) close() {
 // queues reads the depths of the named queues, each summed over its family
 // (a member per job priority and lane: queue.Family), with the jobs queued
 // at each priority; a queue that cannot be read is left out, with its
-// error. It reads the counts of asynq v0.26's keys in one pipeline (asynq's
-// Inspector would run a script with memory sampling for each of a family's
-// 20 members, every second the dashboard is open).
+// error (queue.Depths).
 func (f *fleet) queues(names []string) ([]queueView, []error) {
-	type counts struct {
-		member                     string
-		pending, active            *redis.IntCmd
-		scheduled, retry, archived *redis.IntCmd
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
+	ds, errs := queue.Depths(ctx, f.qrdb, names)
 	var out []queueView
-	var errs []error
-	for _, q := range names {
-		var cs []counts
-		_, err := f.qrdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, m := range queue.Family(q) {
-				k := "asynq:{" + m + "}:"
-				cs = append(cs, counts{m, p.LLen(ctx, k+"pending"), p.LLen(ctx, k+"active"),
-					p.ZCard(ctx, k+"scheduled"), p.ZCard(ctx, k+"retry"), p.ZCard(ctx, k+"archived")})
-			}
-			return nil
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("queue %s: %w", q, err))
-			continue
-		}
-		v := queueView{Name: q}
-		for _, c := range cs {
-			pending, scheduled, retry := int(c.pending.Val()), int(c.scheduled.Val()), int(c.retry.Val())
-			v.Pending += pending
-			v.Scheduled += scheduled
-			v.Retry += retry
-			v.Active += int(c.active.Val())
-			v.Archived += int(c.archived.Val())
-			if n := pending + scheduled + retry; n > 0 {
-				_, p, _, _ := queue.ParseMember(c.member)
+	for _, d := range ds {
+		v := queueView{Name: d.Name, Pending: d.Pending, Scheduled: d.Scheduled, Retry: d.Retry, Active: d.Active, Archived: d.Archived}
+		for i, n := range d.ByPriority {
+			if n > 0 {
 				if v.ByPriority == nil {
 					v.ByPriority = make(map[string]int)
 				}
-				v.ByPriority[strconv.Itoa(p)] += n
+				v.ByPriority[strconv.Itoa(i+queue.HighestPriority)] = n
 			}
 		}
 		out = append(out, v)
