@@ -755,6 +755,7 @@ func (p *Pool) upstream(ctx context.Context, j *job, up *UpstreamError) fate {
 	if up.RetryAfter <= 0 {
 		d = backoffDelay(j.meta.Requeues)
 	}
+	p.count(j.rt, cRefused)
 	trace.SpanFromContext(ctx).AddEvent("upstream refused", trace.WithAttributes(
 		attribute.Int("http.response.status_code", up.StatusCode), attribute.Float64("sluice.cooldown_s", d.Seconds())))
 	if j.pol != nil && j.pol.adaptive != nil && !p.applyNote(ctx, j) {

@@ -15,7 +15,7 @@ type Stats struct {
 	Requeued  int64 // times a job was sent back to its queue to come back later, for any reason
 	Cooldowns int64 // cooldowns put on a bucket after an upstream 429 or 503
 	Archived  int64 // jobs archived in the pool's hands: by the pool (past the horizon, no bucket key) or by asynq after a last failure
-	Refused   int64 // jobs sent back after an upstream 429 or 503 (the requeues of reason upstream)
+	Refused   int64 // upstream 429 or 503 answers to the handlers (not the jobs sent back for a cooldown already on)
 	Waiting   int64 // jobs waiting in this process for their turn or an in-flight slot, now
 	Active    int64 // jobs in the pool's hands now: waiting, running their handler, or going back
 	// WaitingByPriority splits Waiting by the jobs' priority: index 0 is

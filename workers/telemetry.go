@@ -133,9 +133,6 @@ func (p *Pool) asynqArchived(rt *route) { p.count(rt, cArchived) }
 func (p *Pool) requeued(ctx context.Context, rt *route, r reason) {
 	p.tel.requeues.Add(ctx, 1, rt.tel.byReason[r]...)
 	p.count(rt, cRequeued)
-	if r == reasonUpstream {
-		p.count(rt, cRefused)
-	}
 	p.outcome(ctx, rt, outRequeued)
 }
 
