@@ -259,6 +259,9 @@ func TestDashboardLive(t *testing.T) {
 	waitFacts("the 429 episode in the history", 30*time.Second, func(f liveFacts) bool {
 		return f.Refused > 0
 	})
+	waitFacts("a history of more than 5 steps", 20*time.Second, func(f liveFacts) bool {
+		return f.Points > 5
+	})
 	assert.Positive(t, up.Count(http.StatusTooManyRequests), "the upstream answered 429s")
 
 	// The browser, at a desktop's width first, for the runtime change.
