@@ -310,8 +310,8 @@ func TestDashboardLive(t *testing.T) {
 	var result string
 	require.True(t, poll(10*time.Second, 100*time.Millisecond, func() bool {
 		result, err = chromedp.Run(within(5*time.Second), chromedp.Text(`#result`))
-		return err == nil && result != ""
-	}), "the page shows the action's result")
+		return err == nil && result != "" && !strings.HasPrefix(result, "sending")
+	}), "the page shows the action's answer: %q", result)
 	assert.Contains(t, result, "set "+liveRuntime+" (runtime)")
 	waitFacts("the runtime cause", 10*time.Second, func(f liveFacts) bool {
 		for _, c := range f.Causes {
