@@ -130,9 +130,10 @@ type limitView struct {
 	Spec   string `json:"spec"` // of this limit, with the type's options if it is the first
 	// Specs are every limit of the type, one spec each, when it has more
 	// than one (what sluice set takes back).
-	Specs  []string `json:"specs,omitempty"`
-	Source string   `json:"source"` // runtime, or what the workers say (flag, file)
-	SetBy  string   `json:"set_by,omitempty"`
+	Specs  []string  `json:"specs,omitempty"`
+	Source string    `json:"source"` // runtime, or what the workers say (flag, file)
+	SetBy  string    `json:"set_by,omitempty"`
+	SetAt  time.Time `json:"set_at,omitzero"` // when the runtime limit was set
 	// Malformed says why a runtime entry does not parse (written by another
 	// version, or by hand): no worker applies it.
 	Malformed string  `json:"malformed,omitempty"`
@@ -220,6 +221,7 @@ const maxTenants = 10
 // limits gathers every limit the fleet uses: the runtime ones and those the
 // workers' heartbeats report.
 func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, error) {
+	now := time.Now()
 	runtime, bad, err := f.ctl.Limits(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -239,7 +241,7 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 	}
 	for typ, e := range runtime {
 		v := view(typ)
-		v.Spec, v.Specs, v.Source, v.SetBy = e.Spec, e.Specs, "runtime", e.By
+		v.Spec, v.Specs, v.Source, v.SetBy, v.SetAt = e.Spec, e.Specs, "runtime", e.By, e.At
 	}
 	for typ, b := range bad {
 		v := view(typ)
@@ -315,9 +317,11 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 		v.Keyed = sp.KeyTemplate != ""
 		// The bucket the upstream's answers set: the type's own, or with a
 		// key template its global one (one per key with adapt=key: none).
+		var ad *adaptReading
 		if bucket, a, ok := workers.UpstreamAdaptive(sp.Policy); ok {
 			if _, st, err := f.lim.AdaptiveLimit(ctx, bucket, a); err == nil {
 				v.Effective, v.EffectiveWhy = perSecond(throttle.Limit{Rate: st.Rate, Period: a.Ceiling.Period, Burst: a.Ceiling.Burst}), st.Reason
+				ad = &adaptReading{key: bucket, st: st, perS: min(v.Effective, perSecond(a.Ceiling))}
 			}
 		}
 		if key, c := workers.InFlightOf(sp.Policy); key != "" && c.Auto {
@@ -342,10 +346,11 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 		f.readLevels(ctx, v, sp, all)
 		// One row per limit: every job of the type takes from each, so the
 		// type's grants, waiting jobs and workers are each one's.
+		rows := make([]limitView, 0, len(all))
 		for i, l := range all {
 			row := *v
 			if i > 0 {
-				row = limitView{Type: v.Type, Source: v.Source, SetBy: v.SetBy, Keyed: v.Keyed, Grants: v.Grants,
+				row = limitView{Type: v.Type, Source: v.Source, SetBy: v.SetBy, SetAt: v.SetAt, Keyed: v.Keyed, Grants: v.Grants,
 					Waiting: v.Waiting, WaitingByPriority: v.WaitingByPriority, Queued: v.Queued, Queues: v.Queues, QueuedByPriority: v.QueuedByPriority,
 					Workers: v.Workers, Conflict: v.Conflict}
 			}
@@ -361,11 +366,14 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 				}
 			}
 			if w, ok := calendarOf(l.Limit); ok {
-				row.Quota = quotaOf(w, row.Tokens, time.Now())
+				row.Quota = quotaOf(w, row.Tokens, now)
 				row.Parked, row.ParkedUntil = f.parkedOf(ctx, v.Type, w.Zone)
 			}
-			out = append(out, row)
+			rows = append(rows, row)
 		}
+		f.fillBinding(ctx, sp, rows, ad, now)
+		f.fillHistory(ctx, &rows[0], now)
+		out = append(out, rows...)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Type < out[j].Type })
 	return out, hbs, nil
