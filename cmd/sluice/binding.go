@@ -247,22 +247,22 @@ func bind(bs []bucketView, d bindDemand) (binding, why string) {
 		pick = lowest
 	}
 	load := demandText(d)
+	unknown := false
+	for _, b := range bs {
+		unknown = unknown || b.Kind == "key" && b.CapacityPerS < 0
+	}
 	switch {
 	case pick >= 0:
 		bs[pick].Binds = true
 		return bs[pick].Name, fmt.Sprintf("%s binds: %s; %s", bs[pick].Name, bs[pick].Cause, load)
 	case !waiting && d.Grants == 0:
 		return "", "idle"
+	case unknown:
+		return "", fmt.Sprintf("no bucket is known to bind: %s (a per-key limit's capacity depends on the keys with work)", load)
 	case !waiting:
 		return "", fmt.Sprintf("nothing binds: %s, under every limit", load)
 	}
-	why = fmt.Sprintf("no bucket is known to bind: %s", load)
-	for _, b := range bs {
-		if b.Kind == "key" && b.CapacityPerS < 0 {
-			return "", why + " (a per-key limit's capacity depends on the keys with work)"
-		}
-	}
-	return "", why
+	return "", fmt.Sprintf("no bucket is known to bind: %s", load)
 }
 
 // demandText writes d: "39.8 grants/s, 3 waiting, 120 queued".

@@ -103,9 +103,21 @@ func (f *fleet) queues(names []string) ([]queueView, []error) {
 			pending, scheduled, retry := int(c.pending.Val()), int(c.scheduled.Val()), int(c.retry.Val())
 			v.Pending += pending
 			v.Scheduled += scheduled
+			if scheduled > 0 {
+				if v.scheduledIn == nil {
+					v.scheduledIn = make(map[string]int)
+				}
+				v.scheduledIn[c.member] = scheduled
+			}
 			v.Retry += retry
 			v.Active += int(c.active.Val())
-			v.Archived += int(c.archived.Val())
+			if n := int(c.archived.Val()); n > 0 {
+				v.Archived += n
+				if v.archivedIn == nil {
+					v.archivedIn = make(map[string]int)
+				}
+				v.archivedIn[c.member] = n
+			}
 			if n := pending + scheduled + retry; n > 0 {
 				_, p, _, _ := queue.ParseMember(c.member)
 				if v.ByPriority == nil {
@@ -507,23 +519,8 @@ func (f *fleet) change(ctx context.Context, typ string, commit func() error) err
 // key's jobs sent back are booked there. It returns the buckets it emptied,
 // if any; its error says what it had done.
 func (f *fleet) restart(ctx context.Context, old *limitspec.Spec) (string, error) {
-	if old == nil || (old.KeyTemplate != "" && old.Global == nil) {
-		return "", nil
-	}
-	type bucket struct {
-		key   string
-		limit throttle.Policy
-	}
-	var buckets []bucket
-	if old.KeyTemplate != "" {
-		buckets = append(buckets, bucket{workers.GlobalKey(old.Policy), old.Global})
-	} else {
-		for _, l := range old.All() {
-			buckets = append(buckets, bucket{workers.BucketKey(old.Policy, old.Name, l.Name), l.Limit})
-		}
-	}
 	var done []string
-	for _, b := range buckets {
+	for _, b := range restartBuckets(old) {
 		left, err := f.lim.CooldownLeft(ctx, b.key)
 		if err != nil {
 			return "", f.partly(done, fmt.Errorf("reading the cooldown of bucket %s: %w", b.key, err))
@@ -540,6 +537,29 @@ func (f *fleet) restart(ctx context.Context, old *limitspec.Spec) (string, error
 		}
 	}
 	return strings.Join(done, ", "), nil
+}
+
+// restartBucket is a bucket restart empties.
+type restartBucket struct {
+	key   string
+	limit throttle.Policy
+}
+
+// restartBuckets are the buckets restart empties when a change replaces
+// the limit old (nil: none): one per limit, or with a key template its
+// global bucket only.
+func restartBuckets(old *limitspec.Spec) []restartBucket {
+	if old == nil || (old.KeyTemplate != "" && old.Global == nil) {
+		return nil
+	}
+	if old.KeyTemplate != "" {
+		return []restartBucket{{workers.GlobalKey(old.Policy), old.Global}}
+	}
+	var buckets []restartBucket
+	for _, l := range old.All() {
+		buckets = append(buckets, restartBucket{workers.BucketKey(old.Policy, old.Name, l.Name), l.Limit})
+	}
+	return buckets
 }
 
 // partly says what restart had done when err stopped it: nothing, or

@@ -97,6 +97,7 @@ type options struct {
 	allowHosts hostList // dashboard: Host names to answer besides addr's and loopback's
 	tlsCert    string   // dashboard: serve HTTPS with this certificate...
 	tlsKey     string   // ...and key
+	asynqmon   string   // dashboard, inspect: asynqmon's address, to link archived jobs to
 }
 
 // parseArgs parses flags anywhere among the arguments: Go's flag package
@@ -114,6 +115,7 @@ func parseArgs(args []string) (opts options, pos []string, err error) {
 	fs.Var(&opts.allowHosts, "allow-host", "")
 	fs.StringVar(&opts.tlsCert, "tls-cert", "", "")
 	fs.StringVar(&opts.tlsKey, "tls-key", "", "")
+	fs.StringVar(&opts.asynqmon, "asynqmon", "", "")
 	fs.Fallback("redis", "REDIS_URL")
 	rest := args
 	for {
