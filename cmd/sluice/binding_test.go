@@ -143,6 +143,11 @@ func TestBindingLive(t *testing.T) {
 	assert.Equal(t, "global", v.Binding)
 	assert.Regexp(t, `^global binds: announced by the upstream 40/s at \d\d:\d\d UTC; 39.8 grants/s, 7 waiting$`, v.Why)
 
+	r := runArgs("--redis", srv.URL(), "limits")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `\nhttp:request: global binds: announced by the upstream 40/s at \d\d:\d\d UTC; 39.8 grants/s, 7 waiting\n`, r.stdout,
+		"the Why line below the table")
+
 	_, err = lim.Cooldown(ctx, workers.GlobalKey(sp.Policy), sp.Global, 20*time.Second)
 	require.NoError(t, err)
 	v = first()
@@ -152,7 +157,7 @@ func TestBindingLive(t *testing.T) {
 	assert.Regexp(t, `^cooling down (19|20)s after a 429 or 503`, g.Cause)
 	assert.Equal(t, "global", v.Binding)
 
-	r := runArgs("--redis", srv.URL(), "set", "http:request=20/s,key=tenant:{header.sluice-key},global=30/s")
+	r = runArgs("--redis", srv.URL(), "set", "http:request=20/s,key=tenant:{header.sluice-key},global=30/s")
 	require.Equal(t, 0, r.code, r.stderr)
 	v = first()
 	assert.Equal(t, "runtime", v.Source)

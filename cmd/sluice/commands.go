@@ -271,7 +271,7 @@ func checkBucket(opts options, args []string) error {
 			return cli.Usagef("--limit %w", err)
 		}
 	}
-	return nil
+	return checkAsynqmon(opts)
 }
 
 // checkCooldown checks cooldown's KEY and DURATION.

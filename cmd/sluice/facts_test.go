@@ -298,3 +298,16 @@ func TestPreviewParked(t *testing.T) {
 		assert.Equal(t, tc.want, got, "%d", i)
 	}
 }
+
+// --asynqmon takes an http(s) address; anything else is bad usage.
+func TestAsynqmonFlag(t *testing.T) {
+	for _, bad := range []string{"mon.example:8081", "ftp://mon.example", "http://"} {
+		r := runArgs("dashboard", "--redis", "redis://127.0.0.1:1", "--asynqmon", bad)
+		assert.Equal(t, cli.ExitUsage, r.code, bad)
+		assert.Contains(t, r.stderr, "want asynqmon's address", bad)
+		r = runArgs("inspect", "sleep", "--redis", "redis://127.0.0.1:1", "--asynqmon", bad)
+		assert.Equal(t, cli.ExitUsage, r.code, bad)
+	}
+	assert.Equal(t, "http://m:1/queues/default:p3:l0/tasks/a%2Fb", asynqmonLink("http://m:1/", "default:p3:l0", "a/b"))
+	assert.Empty(t, asynqmonLink("", "default", "x"))
+}
