@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/cli"
@@ -54,6 +55,11 @@ type dashboard struct {
 	// every is how often each sends the state.
 	streams chan struct{}
 	every   time.Duration
+	// last is the latest state read for the streams, which share it: a
+	// reading younger than every/2 is sent again rather than read anew, so
+	// that 32 streams cost about one reading a second, not 32.
+	mu   sync.Mutex
+	last *state
 }
 
 // maxStreams bounds the /api/events streams served at once.
@@ -185,6 +191,19 @@ func (d *dashboard) read(ctx context.Context) state {
 	return st
 }
 
+// shared is the state for the streams: the last reading if it is younger
+// than every/2, else a new one.
+func (d *dashboard) shared(ctx context.Context) state {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.last != nil && time.Since(d.last.Time) < d.every/2 {
+		return *d.last
+	}
+	st := d.read(ctx)
+	d.last = &st
+	return st
+}
+
 // events streams the state as server-sent events: an event "state", the
 // JSON of /api/state, at once and then every d.every, until the client
 // goes (or the dashboard stops). At most maxStreams stream at once; one
@@ -211,7 +230,7 @@ func (d *dashboard) events(w http.ResponseWriter, r *http.Request) {
 	tick := time.NewTicker(d.every)
 	defer tick.Stop()
 	for {
-		b, err := json.Marshal(d.read(r.Context()))
+		b, err := json.Marshal(d.shared(r.Context()))
 		if err != nil {
 			return
 		}

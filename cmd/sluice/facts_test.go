@@ -134,7 +134,7 @@ func TestPreviewText(t *testing.T) {
 		{previewFacts{Op: "set", Type: "http:request", Spec: "20/s,burst=2", Workers: 3, Emptied: []string{"http:request"}, Unpark: 1204, Parked: 1204},
 			"every worker that limits http:request (3) applies 20/s,burst=2 within a second; the bucket http:request is emptied (full again); 1,204 parked jobs come back"},
 		{previewFacts{Op: "set", Type: "q", Spec: "10/day", Workers: 1, Emptied: []string{"q"}, Unpark: 10, Parked: 40},
-			"the worker that limits q applies 10/day,policy=fixed-window within a second; the bucket q is emptied (full again); 10 of the 40 parked jobs come back"},
+			"the worker that limits q applies 10/day within a second; the bucket q is emptied (full again); 10 of the 40 parked jobs come back"},
 		{previewFacts{Op: "set", Type: "slep", Spec: "1/s", Workers: 0},
 			"no live worker limits slep: 1/s is stored, and a worker applies it once it runs with a limit for the type"},
 		{previewFacts{Op: "set", Type: "http:request", Spec: "20/s,key=tenant:{header.k},global=30/s", Workers: -1,
