@@ -88,11 +88,14 @@ func TestDashboardDrivesTheFleet(t *testing.T) {
 		chromedp.SendKeys(`#auth input[name=token]`, "s3cret-s3cret-s3cret"),
 		chromedp.SendKeys(`form[data-op=set] input[name=spec]`, "http:request=10/s,burst=1"),
 		chromedp.Click(`form[data-op=set] button`),
+		// The page asks first, saying what will happen; only Confirm sends it.
+		chromedp.WaitVisible(`dialog#confirm p.consequence`),
+		chromedp.Click(`dialog#confirm button[value=confirm]`),
 	))
 	var result string
 	require.Eventually(t, func() bool {
 		result = text(`#result`)
-		return result != ""
+		return result != "" && !strings.HasPrefix(result, "sending")
 	}, 10*time.Second, 100*time.Millisecond)
 	require.Contains(t, result, "set http:request=10/s,burst=1 (runtime)")
 	// The limit changed when the page showed its result, not when the

@@ -141,6 +141,7 @@ func mustPolicy(t *testing.T, f *fleet, typ string) throttle.Policy {
 // The page, in a real headless browser at a phone's width, shows the live
 // state: the limit with its spec, the worker, the queue's depth, and the
 // read-only notice; its script ran (no row is in the HTML it was served).
+// (The page's parts in detail: page_test.go, over a fixture.)
 func TestDashboardInBrowser(t *testing.T) {
 	chrome := browsertest.Path(t)
 	hs, _ := newDashboard(t, "")
@@ -154,7 +155,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	assert.Contains(t, dom, "sleep=5/s,burst=2")
 	assert.Contains(t, dom, "worker-one")
 	assert.Contains(t, dom, `<td class="num cooling">7</td>`, "the worker's 429 cooldowns")
-	assert.Contains(t, dom, `class="spark"`, "the chart")
+	assert.Contains(t, dom, `<section class="limit" data-type="sleep"`, "the type's section")
+	assert.Contains(t, dom, `<svg class="chart" data-chart="grants"`, "its charts")
+	assert.Contains(t, dom, `<td class="wlimits" title="sleep=5/s,burst=2 (flag)">sleep (flag)</td>`, "the worker's limits")
 	assert.Regexp(t, `<td>default</td><td class="num">3</td>`, dom, "the queue's pending jobs")
 	assert.Regexp(t, `<p id="readonly">`, dom, "the read-only notice is shown")
 	assert.Contains(t, dom, "updated ", "the status line")

@@ -56,5 +56,5 @@ func TestDashboardShowsInFlightAuto(t *testing.T) {
 	out, err := exec.CommandContext(ctx, chrome, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
 		"--window-size=1200,844", "--virtual-time-budget=4000", "--dump-dom", hs.URL+"/").Output()
 	require.NoError(t, err, "%s --dump-dom", chrome)
-	assert.Contains(t, string(out), "in flight 0 of 2 (auto 2-50, baseline 0.0 ms, recent 0.0 ms, cold)")
+	assert.Contains(t, string(out), `<div class="inflight"><dt>in flight</dt><dd>0 of 2 (auto 2-50, baseline 0.0 ms, recent 0.0 ms, cold)</dd></div>`)
 }

@@ -91,5 +91,6 @@ func TestDashboardPriorities(t *testing.T) {
 	out, err := exec.CommandContext(bctx, chrome, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
 		"--window-size=390,844", "--virtual-time-budget=4000", "--dump-dom", hs.URL+"/").Output()
 	require.NoError(t, err, "%s --dump-dom", chrome)
-	assert.Contains(t, string(out), "; priorities 1: 95%, 5: 5%", "the limit's row names its priorities")
+	assert.Contains(t, string(out), `<tr class="level" data-priority="1"><th scope="row">1</th><td class="num">95%</td>`, "the type's section names its priorities")
+	assert.Contains(t, string(out), `<tr class="level" data-priority="5"><th scope="row">5</th><td class="num">5%</td>`)
 }

@@ -80,8 +80,8 @@ func TestLimitsShowQuota(t *testing.T) {
 	assert.Regexp(t, `q: 766 left, .*\nq: 1,234 of 2,000 today; resets 00:00 America/Los_Angeles, in \d+h\d\dm\n`, r.stdout)
 }
 
-// The dashboard, in a real browser, shows a calendar quota's line on its
-// limit's row, with the jobs parked until its reset.
+// The dashboard, in a real browser, shows a calendar quota's line in its
+// type's section, with the jobs parked until its reset.
 func TestDashboardShowsQuota(t *testing.T) {
 	chrome := browsertest.Path(t)
 	hs, f := newDashboard(t, "")
@@ -96,5 +96,6 @@ func TestDashboardShowsQuota(t *testing.T) {
 	require.NoError(t, err, "%s --dump-dom", chrome)
 	dom := string(out)
 	assert.Contains(t, dom, `<tr data-type="api">`)
-	assert.Regexp(t, `0 of 2,000 today; resets 00:00 America/Los_Angeles, in \d+h\d\dm; 1 parked until 20`, dom)
+	assert.Regexp(t, `<dd>0 of 2,000 today; resets 00:00 America/Los_Angeles, in \d+h\d\dm</dd>`, dom)
+	assert.Regexp(t, `<div class="parked"><dt>parked</dt><dd>1 until 20\d\d-\d\d-\d\d \d\d:\d\d America/Los_Angeles</dd>`, dom)
 }
