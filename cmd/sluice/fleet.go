@@ -383,8 +383,10 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 			}
 			rows = append(rows, row)
 		}
-		f.fillBinding(ctx, sp, rows, ad, now)
-		f.fillHistory(ctx, &rows[0], now)
+		if len(rows) > 0 {
+			f.fillBinding(ctx, sp, rows, ad, now)
+			f.fillHistory(ctx, &rows[0], now)
+		}
 		out = append(out, rows...)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Type < out[j].Type })

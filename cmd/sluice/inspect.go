@@ -99,6 +99,9 @@ func inspectType(ctx context.Context, f *fleet, opts options, rows []limitView, 
 			return err
 		}
 	}
+	if err := writeLevels(out, rows[:1]); err != nil {
+		return err
+	}
 	if err := writeHistory(out, v.History); err != nil {
 		return err
 	}
