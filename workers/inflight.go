@@ -80,6 +80,7 @@ func (p *Pool) runLeased(ctx context.Context, j *job, lease *throttle.Lease) (lo
 			j.logger().Warn("workers: cannot release the in-flight slot; it comes back when its lease runs out", "err", rerr)
 		}
 	}()
+	p.started(j)
 	began := time.Now()
 	err = j.rt.h.ProcessTask(hctx, j.task)
 	lease.Observe(time.Since(began), overloaded(hctx, err))

@@ -666,6 +666,7 @@ const cooldownCheckTimeout = 50 * time.Millisecond
 // has none does: its slot first, then its turn.
 func (p *Pool) runHolding(ctx context.Context, j *job, turn time.Time) fate {
 	if j.sem == "" {
+		p.started(j)
 		return p.result(ctx, j, j.rt.h.ProcessTask(ctx, j.task))
 	}
 	if j.lease == nil {
@@ -754,6 +755,7 @@ func (p *Pool) upstream(ctx context.Context, j *job, up *UpstreamError) fate {
 	if up.RetryAfter <= 0 {
 		d = backoffDelay(j.meta.Requeues)
 	}
+	p.count(j.rt, cRefused)
 	trace.SpanFromContext(ctx).AddEvent("upstream refused", trace.WithAttributes(
 		attribute.Int("http.response.status_code", up.StatusCode), attribute.Float64("sluice.cooldown_s", d.Seconds())))
 	if j.pol != nil && j.pol.adaptive != nil && !p.applyNote(ctx, j) {
@@ -847,7 +849,7 @@ func (p *Pool) settle(ctx context.Context, j *job, f fate) error {
 		// asynq archives the job: count it, so that the pool's Archived is
 		// every job archived in its hands (the metric keeps it a failure).
 		j.logger().Warn("workers: handler failed for the last time; asynq archives the job", "err", err)
-		p.stats.archived.Add(1)
+		p.asynqArchived(j.rt)
 		if spent && !errors.Is(err, asynq.SkipRetry) {
 			// The job's own budget is spent. asynq holds one retry more (see
 			// queue.Client.Enqueue), kept for a worker that dies; not for this.

@@ -85,6 +85,8 @@ type route struct {
 	pol  atomic.Pointer[policy] // nil: not throttled; SetPolicy swaps it while jobs run
 	tel  *routeTelemetry
 
+	st        routeStats      // the route's share of the pool's counters (StatsByPolicy)
+	waits     keyWaits        // the longest wait per key since the last TakeWaits
 	waiting   atomic.Int64    // jobs of the route waiting in this process now
 	waitingBy [5]atomic.Int64 // the same by job priority, from 1
 	// gaveBack wakes one job of the route waiting unbooked for tokens

@@ -15,6 +15,7 @@ type Stats struct {
 	Requeued  int64 // times a job was sent back to its queue to come back later, for any reason
 	Cooldowns int64 // cooldowns put on a bucket after an upstream 429 or 503
 	Archived  int64 // jobs archived in the pool's hands: by the pool (past the horizon, no bucket key) or by asynq after a last failure
+	Refused   int64 // upstream 429 or 503 answers to the handlers (not the jobs sent back for a cooldown already on)
 	Waiting   int64 // jobs waiting in this process for their turn or an in-flight slot, now
 	Active    int64 // jobs in the pool's hands now: waiting, running their handler, or going back
 	// WaitingByPriority splits Waiting by the jobs' priority: index 0 is
@@ -30,13 +31,49 @@ func (s Stats) LogValue() slog.Value {
 		slog.Int64("requeued", s.Requeued),
 		slog.Int64("cooldowns", s.Cooldowns),
 		slog.Int64("archived", s.Archived),
+		slog.Int64("refused", s.Refused),
 		slog.Int64("waiting", s.Waiting),
 	)
 }
 
 type stats struct {
-	processed, failed, requeued, cooldowns, archived, waiting, active atomic.Int64
-	waitingBy                                                         [queue.LowestPriority - queue.HighestPriority + 1]atomic.Int64 // by priority, from 1
+	counts          routeStats
+	waiting, active atomic.Int64
+	waitingBy       [queue.LowestPriority - queue.HighestPriority + 1]atomic.Int64 // by priority, from 1
+}
+
+// counter is one of the counters the pool keeps both pool-wide and per
+// route (routeStats): outcome, requeued and cooledDown add to both (count).
+type counter int
+
+const (
+	cProcessed counter = iota
+	cFailed
+	cRequeued
+	cCooldowns
+	cArchived
+	cRefused
+	numCounters
+)
+
+type routeStats [numCounters]atomic.Int64
+
+// count adds one to counter c, pool-wide and for route rt.
+func (p *Pool) count(rt *route, c counter) {
+	p.stats.counts[c].Add(1)
+	rt.st[c].Add(1)
+}
+
+// stats returns the counters of s as a Stats.
+func (s *routeStats) stats() Stats {
+	return Stats{
+		Processed: s[cProcessed].Load(),
+		Failed:    s[cFailed].Load(),
+		Requeued:  s[cRequeued].Load(),
+		Cooldowns: s[cCooldowns].Load(),
+		Archived:  s[cArchived].Load(),
+		Refused:   s[cRefused].Load(),
+	}
 }
 
 // Stats returns the pool's counters. It is safe to call at any time, from any
@@ -46,16 +83,11 @@ func (p *Pool) Stats() Stats {
 	for i := range by {
 		by[i] = p.stats.waitingBy[i].Load()
 	}
-	return Stats{
-		WaitingByPriority: by,
-		Processed:         p.stats.processed.Load(),
-		Failed:            p.stats.failed.Load(),
-		Requeued:          p.stats.requeued.Load(),
-		Cooldowns:         p.stats.cooldowns.Load(),
-		Archived:          p.stats.archived.Load(),
-		Waiting:           p.stats.waiting.Load(),
-		Active:            p.stats.active.Load(),
-	}
+	st := p.stats.counts.stats()
+	st.WaitingByPriority = by
+	st.Waiting = p.stats.waiting.Load()
+	st.Active = p.stats.active.Load()
+	return st
 }
 
 // WaitingByPriority returns, by policy name, how many jobs wait in this
@@ -85,6 +117,33 @@ func (p *Pool) WaitingByPolicy() map[string]int64 {
 		if n := rt.waiting.Load(); n > 0 && rt.name != "" {
 			out[rt.name] += n
 		}
+	}
+	return out
+}
+
+// StatsByPolicy returns the counters of each policy, by name, summed over
+// the task types it throttles: Processed, Failed, Requeued, Cooldowns,
+// Archived, Refused, Waiting and WaitingByPriority (Active is pool-wide
+// only, and 0 here). Unthrottled types are left out. It is safe to call at
+// any time, from any goroutine, as Stats.
+func (p *Pool) StatsByPolicy() map[string]Stats {
+	out := make(map[string]Stats)
+	for _, rt := range p.routes {
+		if rt.name == "" {
+			continue
+		}
+		s, c := out[rt.name], rt.st.stats()
+		s.Processed += c.Processed
+		s.Failed += c.Failed
+		s.Requeued += c.Requeued
+		s.Cooldowns += c.Cooldowns
+		s.Archived += c.Archived
+		s.Refused += c.Refused
+		s.Waiting += rt.waiting.Load()
+		for i := range s.WaitingByPriority {
+			s.WaitingByPriority[i] += rt.waitingBy[i].Load()
+		}
+		out[rt.name] = s
 	}
 	return out
 }

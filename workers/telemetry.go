@@ -118,23 +118,27 @@ func (p *Pool) outcome(ctx context.Context, rt *route, o outcome) {
 	p.tel.processed.Add(ctx, 1, rt.tel.byOutcome[o]...)
 	switch o {
 	case outDone:
-		p.stats.processed.Add(1)
+		p.count(rt, cProcessed)
 	case outFailed:
-		p.stats.failed.Add(1)
+		p.count(rt, cFailed)
 	case outArchived:
-		p.stats.archived.Add(1)
+		p.count(rt, cArchived)
 	}
 }
 
+// asynqArchived counts a job asynq archives after its handler's last
+// failure (counted failed already by outcome) as archived too.
+func (p *Pool) asynqArchived(rt *route) { p.count(rt, cArchived) }
+
 func (p *Pool) requeued(ctx context.Context, rt *route, r reason) {
 	p.tel.requeues.Add(ctx, 1, rt.tel.byReason[r]...)
-	p.stats.requeued.Add(1)
+	p.count(rt, cRequeued)
 	p.outcome(ctx, rt, outRequeued)
 }
 
 func (p *Pool) cooledDown(ctx context.Context, rt *route) {
 	p.tel.cooldowns.Add(ctx, 1, rt.tel.policy...)
-	p.stats.cooldowns.Add(1)
+	p.count(rt, cCooldowns)
 }
 
 func (p *Pool) waited(ctx context.Context, rt *route, d time.Duration) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net/url"
 	"sort"
 	"strings"
@@ -21,7 +22,8 @@ const archivedScan = 100
 // maxArchived, each with asynq's last error as its reason and, when
 // asynqmon is the address of an asynqmon (--asynqmon), a link to its page
 // of the job. Only the members of a queue's family that hold archived jobs
-// are read, a page each, with asynq's Inspector; a member that cannot be
+// are read (counted in one pipeline, for a queue whose family has any), a
+// page each, with asynq's Inspector; a member that cannot be
 // read is left out, with its error.
 func (f *fleet) archivedOf(qs []queueView, typ, asynqmon string) ([]archivedView, []error) {
 	page := maxArchived
@@ -30,11 +32,18 @@ func (f *fleet) archivedOf(qs []queueView, typ, asynqmon string) ([]archivedView
 	}
 	out := []archivedView{}
 	var errs []error
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
 	for _, q := range qs {
-		for member, n := range q.archivedIn {
-			if n == 0 {
-				continue
-			}
+		if q.Archived == 0 {
+			continue
+		}
+		in, err := f.membersWith(ctx, q.Name, "archived")
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for member, n := range in {
 			ts, err := f.insp.ListArchivedTasks(member, asynq.PageSize(min(page, n)))
 			if err != nil {
 				errs = append(errs, err)

@@ -112,11 +112,6 @@ type queueView struct {
 	// ByPriority is pending, scheduled and retry by job priority ("1" to
 	// "5"), over the queue's family; the priorities with none are left out.
 	ByPriority map[string]int `json:"by_priority,omitempty"`
-	// archivedIn is Archived by member of the family (asynq's queue name),
-	// the members with none left out: where archivedOf looks.
-	archivedIn map[string]int
-	// scheduledIn is Scheduled by member, the same way.
-	scheduledIn map[string]int
 }
 
 // state is what the page shows, read once a second.

@@ -27,6 +27,9 @@ type fleet struct {
 	lim  *throttle.Limiter
 	qrdb redis.UniversalClient // the queues' Redis: rdb unless --queue-redis
 	insp *asynq.Inspector
+	// prefix is the workers' key prefix (--key-prefix), which their
+	// history rings are kept under too.
+	prefix string
 }
 
 func connect(ctx context.Context, opts options) (*fleet, error) {
@@ -48,7 +51,7 @@ func connect(ctx context.Context, opts options) (*fleet, error) {
 		rdb.Close()
 		return nil, cli.Usagef("%w", err)
 	}
-	f := &fleet{rdb: rdb, ctl: control.New(rdb, opts.keyPrefix), lim: lim, qrdb: rdb}
+	f := &fleet{rdb: rdb, ctl: control.New(rdb, opts.keyPrefix), lim: lim, qrdb: rdb, prefix: opts.keyPrefix}
 	if opts.queueURL != "" {
 		qr, err := cli.ParseRedis(opts.queueURL)
 		if err != nil {
@@ -71,64 +74,48 @@ func (f *fleet) close() {
 // queues reads the depths of the named queues, each summed over its family
 // (a member per job priority and lane: queue.Family), with the jobs queued
 // at each priority; a queue that cannot be read is left out, with its
-// error. It reads the counts of asynq v0.26's keys in one pipeline (asynq's
-// Inspector would run a script with memory sampling for each of a family's
-// 20 members, every second the dashboard is open).
+// error (queue.Depths).
 func (f *fleet) queues(names []string) ([]queueView, []error) {
-	type counts struct {
-		member                     string
-		pending, active            *redis.IntCmd
-		scheduled, retry, archived *redis.IntCmd
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
+	ds, errs := queue.Depths(ctx, f.qrdb, names)
 	var out []queueView
-	var errs []error
-	for _, q := range names {
-		var cs []counts
-		_, err := f.qrdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, m := range queue.Family(q) {
-				k := "asynq:{" + m + "}:"
-				cs = append(cs, counts{m, p.LLen(ctx, k+"pending"), p.LLen(ctx, k+"active"),
-					p.ZCard(ctx, k+"scheduled"), p.ZCard(ctx, k+"retry"), p.ZCard(ctx, k+"archived")})
-			}
-			return nil
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("queue %s: %w", q, err))
-			continue
-		}
-		v := queueView{Name: q}
-		for _, c := range cs {
-			pending, scheduled, retry := int(c.pending.Val()), int(c.scheduled.Val()), int(c.retry.Val())
-			v.Pending += pending
-			v.Scheduled += scheduled
-			if scheduled > 0 {
-				if v.scheduledIn == nil {
-					v.scheduledIn = make(map[string]int)
-				}
-				v.scheduledIn[c.member] = scheduled
-			}
-			v.Retry += retry
-			v.Active += int(c.active.Val())
-			if n := int(c.archived.Val()); n > 0 {
-				v.Archived += n
-				if v.archivedIn == nil {
-					v.archivedIn = make(map[string]int)
-				}
-				v.archivedIn[c.member] = n
-			}
-			if n := pending + scheduled + retry; n > 0 {
-				_, p, _, _ := queue.ParseMember(c.member)
+	for _, d := range ds {
+		v := queueView{Name: d.Name, Pending: d.Pending, Scheduled: d.Scheduled, Retry: d.Retry, Active: d.Active, Archived: d.Archived}
+		for i, n := range d.ByPriority {
+			if n > 0 {
 				if v.ByPriority == nil {
 					v.ByPriority = make(map[string]int)
 				}
-				v.ByPriority[strconv.Itoa(p)] += n
+				v.ByPriority[strconv.Itoa(i+queue.HighestPriority)] = n
 			}
 		}
 		out = append(out, v)
 	}
 	return out, errs
+}
+
+// membersWith counts the jobs in state (archived, scheduled) of each member
+// of queue's family, the members with none left out, in one pipeline.
+func (f *fleet) membersWith(ctx context.Context, queueName, state string) (map[string]int, error) {
+	members := queue.Family(queueName)
+	cmds := make([]*redis.IntCmd, len(members))
+	_, err := f.qrdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, m := range members {
+			cmds[i] = p.ZCard(ctx, "asynq:{"+m+"}:"+state)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queue %s: %w", queueName, err)
+	}
+	out := make(map[string]int)
+	for i, c := range cmds {
+		if n := int(c.Val()); n > 0 {
+			out[members[i]] = n
+		}
+	}
+	return out, nil
 }
 
 // limitView is one limit as the fleet applies it: a type's, or one of a

@@ -277,9 +277,14 @@ const ticketScan = 1000
 // ticket), among the first ticketScan scheduled tasks of each member of the
 // queues its workers serve; more is true if some were not looked at.
 func (f *fleet) ticketsOf(v *limitView) (n int, more bool) {
-	qs, _ := f.queues(v.Queues)
-	for _, q := range qs {
-		for member, k := range q.scheduledIn {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	for _, q := range v.Queues {
+		in, err := f.membersWith(ctx, q, "scheduled")
+		if err != nil {
+			continue
+		}
+		for member, k := range in {
 			ts, err := f.insp.ListScheduledTasks(member, asynq.PageSize(ticketScan))
 			if err != nil {
 				continue

@@ -135,6 +135,11 @@ Flags:
   --metrics-addr ADDR      serve Prometheus /metrics and /healthz on ADDR,
                            e.g. 127.0.0.1:9090 (default: off)
   --key-prefix PREFIX      prefix of the limiter's Redis keys (default "sluice:")
+  --history-step D         the step of the last hour each limit keeps in the limiter Redis
+                           for the dashboard and sluice inspect: every D this worker adds
+                           what it did to the type's ring of 120 steps (docs/control.md,
+                           "History"); 1s to 10m, default 30s (120 steps: the last hour),
+                           off or 0 to write none
   --failure-policy P       when the limiter Redis is down: closed (jobs go back to
                            the queue), open (no limit), or local (each process
                            takes 1/N of every limit; needs --hosts) (default closed)
@@ -187,6 +192,7 @@ type config struct {
 	horizon         time.Duration
 	shutdownTimeout time.Duration
 	statusInterval  time.Duration
+	historyStep     time.Duration // --history-step; 0: off
 	metricsAddr     string
 	keyPrefix       string
 	failure         throttle.FailurePolicy
@@ -235,6 +241,8 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.statusInterval, "status-interval", 10*time.Second, "")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "")
 	fs.StringVar(&c.keyPrefix, "key-prefix", throttle.DefaultKeyPrefix, "")
+	var historyStep string
+	fs.StringVar(&historyStep, "history-step", "30s", "")
 	fs.StringVar(&failure, "failure-policy", "closed", "")
 	var hosts string
 	fs.StringVar(&hosts, "hosts", "", "")
@@ -291,6 +299,9 @@ func parseFlags(args []string) (config, error) {
 		return config{}, cli.Usagef("--queues %q: %w", queues, err)
 	}
 	if err := checkKeyPrefix(c.keyPrefix); err != nil {
+		return config{}, err
+	}
+	if c.historyStep, err = parseHistoryStep(historyStep); err != nil {
 		return config{}, err
 	}
 	if c.metricsAddr != "" {
@@ -376,6 +387,25 @@ func checkKeyPrefix(p string) error {
 		return cli.Usagef("--key-prefix %q contains a control character", p)
 	}
 	return nil
+}
+
+// parseHistoryStep reads --history-step: off or 0 (0 returned), else a
+// duration from historyMinStep to historyMaxStep, in whole milliseconds.
+func parseHistoryStep(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if s == "off" || s == "0" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		return 0, cli.Usagef("--history-step %q: want a duration such as 30s or 1m, or off", s)
+	case d == 0:
+		return 0, nil
+	case d < historyMinStep || d > historyMaxStep:
+		return 0, cli.Usagef("--history-step %v: want %v to %v (the ring keeps 120 steps), or off", d, historyMinStep, historyMaxStep)
+	}
+	return d.Truncate(time.Millisecond), nil
 }
 
 func parseLogLevel(s string) (slog.Level, error) {

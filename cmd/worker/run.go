@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/control"
+	"github.com/sluicehq/sluice/internal/history"
 	"github.com/sluicehq/sluice/internal/httpjob"
 	"github.com/sluicehq/sluice/internal/sleepjob"
 	"github.com/sluicehq/sluice/throttle"
@@ -147,6 +148,19 @@ func serve(ctx context.Context, c config, rc redisConfig, limits []limit, handle
 		defer status.Done()
 		rl.run(statusCtx)
 	}()
+	if c.historyStep > 0 {
+		qrdb := rdb
+		if !rc.same() {
+			qrdb = rc.queue.Client()
+			defer qrdb.Close()
+		}
+		s := newSampler(history.NewRing(rdb, c.keyPrefix, c.historyStep), pool, lim, rates, rl.current, qrdb, queueNames(c.queues), log)
+		status.Add(1)
+		go func() {
+			defer status.Done()
+			s.run(statusCtx)
+		}()
+	}
 	if c.statusInterval > 0 {
 		status.Add(1)
 		go func() {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/limitspec"
 	"github.com/sluicehq/sluice/throttle"
@@ -38,15 +39,16 @@ type applied struct {
 // runtimeLimits applies the runtime limits of the fleet (sluice set) over the
 // worker's own (flags and file), and publishes its heartbeat.
 type runtimeLimits struct {
-	ctl   *control.Control
-	pool  *workers.Pool
-	lim   *throttle.Limiter
-	rates *rates
-	log   *slog.Logger
-	id    string
-	host  string
-	start time.Time
-	c     config
+	ctl     *control.Control
+	pool    *workers.Pool
+	lim     *throttle.Limiter
+	rates   *rates
+	log     *slog.Logger
+	id      string
+	host    string
+	version string // the build, for the heartbeat (cli.Version without the program's name)
+	start   time.Time
+	c       config
 
 	mu      sync.Mutex
 	base    map[string]applied // the worker's own limits, by type
@@ -65,7 +67,7 @@ func newRuntimeLimits(ctl *control.Control, pool *workers.Pool, lim *throttle.Li
 	start := time.Now()
 	rl := &runtimeLimits{
 		ctl: ctl, pool: pool, lim: lim, rates: r, log: log, c: c,
-		host: host, start: start, id: fmt.Sprintf("%s:%d:%d", host, os.Getpid(), start.UnixMilli()),
+		host: host, start: start, version: strings.TrimPrefix(cli.Version(prog), prog+" "), id: fmt.Sprintf("%s:%d:%d", host, os.Getpid(), start.UnixMilli()),
 		base: make(map[string]applied), now: make(map[string]applied), ignored: make(map[string]string),
 	}
 	for _, l := range limits {
@@ -210,7 +212,7 @@ func (rl *runtimeLimits) beat(ctx context.Context) {
 
 	st := rl.pool.Stats()
 	h := control.Heartbeat{
-		ID: rl.id, Host: rl.host, PID: os.Getpid(), Mode: rl.lim.Mode(), Queues: queueNames(rl.c.queues),
+		ID: rl.id, Host: rl.host, PID: os.Getpid(), Version: rl.version, Mode: rl.lim.Mode(), Queues: queueNames(rl.c.queues),
 		Waiting: st.Waiting, Active: st.Active, Cooldowns: st.Cooldowns, Processed: st.Processed, Failed: st.Failed, Requeued: st.Requeued,
 		Started: rl.start, Seen: now,
 	}
