@@ -201,7 +201,7 @@ function granted(l) {
 function facts(rows, st) {
   const l = rows[0];
   const out = [
-    fact("grants/s (1 min)", granted(l)),
+    fact("grants/s (1 min)", granted(l), "grants"),
     fact("waiting in workers", `${num(l.waiting)}` + byPriority(l.waiting_by_priority), "waiting"),
     fact("queued", l.queued === undefined ? "-" : `${num(l.queued)} in ${(l.queues || []).join(", ")}` + byPriority(l.queued_by_priority), "queued"),
   ];
