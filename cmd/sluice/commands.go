@@ -70,6 +70,11 @@ func cmdLimits(ctx context.Context, f *fleet, opts options, _ []string, out io.W
 		return err
 	}
 	for _, v := range views {
+		if v.Why != "" { // on the type's first row only
+			fmt.Fprintf(out, "%s: %s\n", v.Type, v.Why)
+		}
+	}
+	for _, v := range views {
 		if v.Quota == nil {
 			continue
 		}
@@ -180,28 +185,51 @@ type bucketState struct {
 }
 
 func cmdInspect(ctx context.Context, f *fleet, opts options, args []string, out io.Writer) error {
-	pol, bucket, err := f.policyOf(ctx, args[0], opts.typ, opts.limit)
+	if opts.typ == "" && opts.limit == "" {
+		rows, err := f.rowsOf(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		if rows != nil {
+			return inspectType(ctx, f, opts, rows, out)
+		}
+	}
+	b, err := f.bucketOf(ctx, args[0], opts)
 	if err != nil {
 		return err
-	}
-	st, err := f.lim.Peek(ctx, bucket, pol)
-	if err != nil {
-		return err
-	}
-	b := bucketState{Key: args[0], Remaining: st.Remaining, NextFree: st.NextFree.Seconds(),
-		ResetAfter: st.ResetAfter.Seconds(), Cooldown: st.Cooldown.Seconds()}
-	if w, ok := calendarOf(pol); ok {
-		b.Quota = quotaOf(w, &b.Remaining, time.Now())
 	}
 	if opts.json {
 		return writeJSON(out, b)
 	}
+	writeBucket(out, b)
+	return nil
+}
+
+// bucketOf reads bucket key (of --type, --limit in opts) as inspect shows it.
+func (f *fleet) bucketOf(ctx context.Context, key string, opts options) (*bucketState, error) {
+	pol, bucket, err := f.policyOf(ctx, key, opts.typ, opts.limit)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.lim.Peek(ctx, bucket, pol)
+	if err != nil {
+		return nil, err
+	}
+	b := &bucketState{Key: key, Remaining: st.Remaining, NextFree: st.NextFree.Seconds(),
+		ResetAfter: st.ResetAfter.Seconds(), Cooldown: st.Cooldown.Seconds()}
+	if w, ok := calendarOf(pol); ok {
+		b.Quota = quotaOf(w, &b.Remaining, time.Now())
+	}
+	return b, nil
+}
+
+// writeBucket prints b as inspect KEY does.
+func writeBucket(out io.Writer, b *bucketState) {
 	fmt.Fprintf(out, "%s: %d left, next free in %s, full in %s, cooldown %s\n",
 		b.Key, b.Remaining, seconds(b.NextFree), seconds(b.ResetAfter), seconds(b.Cooldown))
 	if b.Quota != nil { // a calendar quota: used of it, and its reset
 		fmt.Fprintf(out, "%s: %s\n", b.Key, b.Quota.Text)
 	}
-	return nil
 }
 
 func cmdReset(ctx context.Context, f *fleet, opts options, args []string, out io.Writer) error {
@@ -243,7 +271,7 @@ func checkBucket(opts options, args []string) error {
 			return cli.Usagef("--limit %w", err)
 		}
 	}
-	return nil
+	return checkAsynqmon(opts)
 }
 
 // checkCooldown checks cooldown's KEY and DURATION.
@@ -302,13 +330,13 @@ func cmdWorkers(ctx context.Context, f *fleet, opts options, _ []string, out io.
 		return writeJSON(out, hbs)
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "HOST\tPID\tMODE\tLIMITS\tIN FLIGHT\tWAITING\tPROCESSED\t429 COOLDOWNS\tLAST SEEN")
+	fmt.Fprintln(tw, "HOST\tPID\tMODE\tVERSION\tLIMITS\tIN FLIGHT\tWAITING\tPROCESSED\t429 COOLDOWNS\tLAST SEEN")
 	for _, h := range hbs {
 		var limits []string
 		for _, l := range h.Limits {
 			limits = append(limits, fmt.Sprintf("%s (%s)", l.Spec, l.Source))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s ago\n", h.Host, h.PID, h.Mode, strings.Join(limits, "; "),
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s ago\n", h.Host, h.PID, h.Mode, cmp.Or(h.Version, "-"), strings.Join(limits, "; "),
 			h.Active, h.Waiting, h.Processed, h.Cooldowns, time.Since(h.Seen).Round(time.Second))
 	}
 	if len(hbs) == 0 {

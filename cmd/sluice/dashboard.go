@@ -13,10 +13,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/cli"
@@ -29,9 +31,11 @@ var webFiles embed.FS
 // maxActionBody bounds an action's request body, in bytes.
 const maxActionBody = 4 << 10
 
-// dashboard serves the live page and its API: GET /api/state (read-only, for
-// anyone who can reach the address) and POST /api/action (set, unset, reset,
-// cooldown), which needs the token.
+// dashboard serves the live page and its API: GET /api/state and GET
+// /api/events (its stream; read-only, for anyone who can reach the
+// address), POST /api/preview (what an action will do, changing nothing)
+// and POST /api/action (set, unset, reset, cooldown), which needs the
+// token.
 //
 // Every route answers only the host names it is known by (see
 // allowedHosts), and wrong tokens slow their sender down (see lockout).
@@ -44,7 +48,22 @@ type dashboard struct {
 	tlsCert string // --tls-cert and --tls-key: "" serves plain HTTP
 	tlsKey  string
 	log     *slog.Logger
+	// asynqmon is --asynqmon, the address of an asynqmon whose page of
+	// each archived job the state links to ("": none).
+	asynqmon string
+	// streams holds a place per live /api/events stream (maxStreams), and
+	// every is how often each sends the state.
+	streams chan struct{}
+	every   time.Duration
+	// last is the latest state read for the streams, which share it: a
+	// reading younger than every/2 is sent again rather than read anew, so
+	// that 32 streams cost about one reading a second, not 32.
+	mu   sync.Mutex
+	last *state
 }
+
+// maxStreams bounds the /api/events streams served at once.
+const maxStreams = 32
 
 // minToken is the shortest --token the dashboard accepts, in bytes.
 const minToken = 16
@@ -53,7 +72,8 @@ const minToken = 16
 func newDashboardFor(f *fleet, opts options, out io.Writer) *dashboard {
 	return &dashboard{f: f, token: opts.token, hosts: allowedHosts(opts.addr, opts.allowHosts),
 		guard: newLockout(time.Now), addr: opts.addr, tlsCert: opts.tlsCert, tlsKey: opts.tlsKey,
-		log: slog.New(slog.NewTextHandler(out, nil))}
+		log: slog.New(slog.NewTextHandler(out, nil)), asynqmon: opts.asynqmon,
+		streams: make(chan struct{}, maxStreams), every: time.Second}
 }
 
 // checkDashboard refuses the dashboard's flags before anything starts: a
@@ -65,6 +85,18 @@ func checkDashboard(opts options, _ []string) error {
 	}
 	if (opts.tlsCert == "") != (opts.tlsKey == "") {
 		return cli.Usagef("--tls-cert and --tls-key go together: give both, or neither")
+	}
+	return checkAsynqmon(opts)
+}
+
+// checkAsynqmon refuses an --asynqmon that is not an http(s) address.
+func checkAsynqmon(opts options) error {
+	if opts.asynqmon == "" {
+		return nil
+	}
+	u, err := url.Parse(opts.asynqmon)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return cli.Usagef("--asynqmon %s: want asynqmon's address, such as http://127.0.0.1:8081", cli.Clip(opts.asynqmon))
 	}
 	return nil
 }
@@ -98,7 +130,9 @@ func (d *dashboard) handler() http.Handler {
 	static, _ := fs.Sub(webFiles, "web")
 	mux.Handle("GET /", http.FileServerFS(static))
 	mux.HandleFunc("GET /api/state", d.state)
+	mux.HandleFunc("GET /api/events", d.events)
 	mux.HandleFunc("POST /api/action", d.action)
+	mux.HandleFunc("POST /api/preview", d.preview)
 	return securityHeaders(checkHost(d.hosts, mux))
 }
 
@@ -115,9 +149,18 @@ func securityHeaders(h http.Handler) http.Handler {
 }
 
 func (d *dashboard) state(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
+	st := d.read(r.Context())
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(st)
+}
+
+// read reads the state the page shows, now.
+func (d *dashboard) read(ctx context.Context) state {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	st := state{Time: time.Now().UTC(), Writable: d.token != "", Limits: []limitView{}, Workers: []control.Heartbeat{}, Queues: []queueView{}}
+	st := state{Time: time.Now().UTC(), Writable: d.token != "", Limits: []limitView{}, Workers: []control.Heartbeat{},
+		Queues: []queueView{}, Archived: []archivedView{}}
 	limits, hbs, err := d.f.limits(ctx)
 	if err != nil {
 		st.Errors = append(st.Errors, "limiter Redis: "+err.Error())
@@ -135,12 +178,67 @@ func (d *dashboard) state(w http.ResponseWriter, r *http.Request) {
 	sort.Strings(names)
 	qs, errs := d.f.queues(names)
 	st.Queues = append(st.Queues, qs...)
-	for _, err := range errs {
+	archived, aerrs := d.f.archivedOf(qs, "", d.asynqmon)
+	st.Archived = archived
+	for _, err := range append(errs, aerrs...) {
 		st.Errors = append(st.Errors, err.Error())
 	}
-	w.Header().Set("Content-Type", "application/json")
+	return st
+}
+
+// shared is the state for the streams: the last reading if it is younger
+// than every/2, else a new one.
+func (d *dashboard) shared(ctx context.Context) state {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.last != nil && time.Since(d.last.Time) < d.every/2 {
+		return *d.last
+	}
+	st := d.read(ctx)
+	d.last = &st
+	return st
+}
+
+// events streams the state as server-sent events: an event "state", the
+// JSON of /api/state, at once and then every d.every, until the client
+// goes (or the dashboard stops). At most maxStreams stream at once; one
+// more is answered 503 with Retry-After.
+func (d *dashboard) events(w http.ResponseWriter, r *http.Request) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	select {
+	case d.streams <- struct{}{}:
+		defer func() { <-d.streams }()
+	default:
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, fmt.Sprintf("too many live streams (at most %d): poll /api/state", cap(d.streams)), http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(st)
+	w.Header().Set("X-Accel-Buffering", "no") // a proxy that buffers would hold the events back
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprintf(w, "retry: %d\n\n", (2 * d.every).Milliseconds())
+	tick := time.NewTicker(d.every)
+	defer tick.Stop()
+	for {
+		b, err := json.Marshal(d.shared(r.Context()))
+		if err != nil {
+			return
+		}
+		if _, err := fmt.Fprintf(w, "event: state\ndata: %s\n\n", b); err != nil {
+			return
+		}
+		fl.Flush()
+		select {
+		case <-r.Context().Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // actionRequest is a POST /api/action body.
@@ -166,7 +264,7 @@ func (d *dashboard) action(w http.ResponseWriter, r *http.Request) {
 	case d.token == "":
 		fail(http.StatusForbidden, "read-only: start the dashboard with --token (or SLUICE_TOKEN) to allow changes")
 		return
-	case r.Header.Get("Sec-Fetch-Site") == "cross-site" || (r.Header.Get("Origin") != "" && !sameOrigin(r)):
+	case crossSite(r):
 		fail(http.StatusForbidden, "cross-site request refused")
 		return
 	case !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json"):
@@ -224,6 +322,53 @@ func (d *dashboard) action(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"ok": strings.TrimSpace(out.String())})
 }
 
+// preview says what an action will do, doing nothing: the same body as
+// POST /api/action, no token (it changes nothing), the same checks of
+// Host, site and Content-Type. It answers {"confirm": "..."}, or
+// {"error": "..."} with 400 for a request the action would refuse as bad.
+func (d *dashboard) preview(w http.ResponseWriter, r *http.Request) {
+	fail := func(code int, msg string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": cli.ClipMessage(msg)})
+	}
+	switch {
+	case crossSite(r):
+		fail(http.StatusForbidden, "cross-site request refused")
+		return
+	case !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json"):
+		fail(http.StatusUnsupportedMediaType, "want Content-Type: application/json")
+		return
+	}
+	var req actionRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxActionBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		fail(http.StatusBadRequest, "bad request body: "+err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
+	defer cancel()
+	text, err := d.f.preview(ctx, req)
+	if err != nil {
+		code := http.StatusServiceUnavailable
+		if errors.Is(err, cli.ErrUsage) {
+			code = http.StatusBadRequest
+		}
+		fail(code, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(map[string]string{"confirm": text})
+}
+
+// crossSite reports whether r comes from another site: its Origin is not
+// the host it was sent to, or the browser says so (Sec-Fetch-Site).
+func crossSite(r *http.Request) bool {
+	return r.Header.Get("Sec-Fetch-Site") == "cross-site" || (r.Header.Get("Origin") != "" && !sameOrigin(r))
+}
+
 // sameOrigin reports whether the request's Origin is the host it was sent to.
 func sameOrigin(r *http.Request) bool {
 	o := r.Header.Get("Origin")
@@ -255,7 +400,10 @@ func serveDashboard(ctx context.Context, d *dashboard, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("cannot serve the dashboard on --addr %s: %w", cli.Clip(d.addr), err)
 	}
-	srv := &http.Server{Handler: d.handler(), ReadHeaderTimeout: 5 * time.Second}
+	// Requests end with ctx: a live /api/events stream too, so that
+	// Shutdown does not wait for its client to go.
+	srv := &http.Server{Handler: d.handler(), ReadHeaderTimeout: 5 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
 	scheme := "http"
 	if certs != nil {
 		scheme = "https"

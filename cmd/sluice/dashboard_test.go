@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -147,8 +146,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	hs, _ := newDashboard(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, chrome, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--window-size=390,844", "--virtual-time-budget=4000", "--dump-dom", hs.URL+"/").Output()
+	out, err := dumpDOM(ctx, t, hs.URL+"/", 390)
 	require.NoError(t, err, "%s --dump-dom", chrome)
 	dom := string(out)
 	assert.Contains(t, dom, `<tr data-type="sleep">`, "the limit's row, drawn by the script")

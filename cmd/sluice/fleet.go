@@ -27,6 +27,9 @@ type fleet struct {
 	lim  *throttle.Limiter
 	qrdb redis.UniversalClient // the queues' Redis: rdb unless --queue-redis
 	insp *asynq.Inspector
+	// prefix is the workers' key prefix (--key-prefix), which their
+	// history rings are kept under too.
+	prefix string
 }
 
 func connect(ctx context.Context, opts options) (*fleet, error) {
@@ -48,7 +51,7 @@ func connect(ctx context.Context, opts options) (*fleet, error) {
 		rdb.Close()
 		return nil, cli.Usagef("%w", err)
 	}
-	f := &fleet{rdb: rdb, ctl: control.New(rdb, opts.keyPrefix), lim: lim, qrdb: rdb}
+	f := &fleet{rdb: rdb, ctl: control.New(rdb, opts.keyPrefix), lim: lim, qrdb: rdb, prefix: opts.keyPrefix}
 	if opts.queueURL != "" {
 		qr, err := cli.ParseRedis(opts.queueURL)
 		if err != nil {
@@ -92,6 +95,29 @@ func (f *fleet) queues(names []string) ([]queueView, []error) {
 	return out, errs
 }
 
+// membersWith counts the jobs in state (archived, scheduled) of each member
+// of queue's family, the members with none left out, in one pipeline.
+func (f *fleet) membersWith(ctx context.Context, queueName, state string) (map[string]int, error) {
+	members := queue.Family(queueName)
+	cmds := make([]*redis.IntCmd, len(members))
+	_, err := f.qrdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, m := range members {
+			cmds[i] = p.ZCard(ctx, "asynq:{"+m+"}:"+state)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queue %s: %w", queueName, err)
+	}
+	out := make(map[string]int)
+	for i, c := range cmds {
+		if n := int(c.Val()); n > 0 {
+			out[members[i]] = n
+		}
+	}
+	return out, nil
+}
+
 // limitView is one limit as the fleet applies it: a type's, or one of a
 // type's several (Limit names it; "" for the type's unnamed limit). The
 // type's own bucket, its first limit, comes first, and carries the
@@ -103,9 +129,10 @@ type limitView struct {
 	Spec   string `json:"spec"` // of this limit, with the type's options if it is the first
 	// Specs are every limit of the type, one spec each, when it has more
 	// than one (what sluice set takes back).
-	Specs  []string `json:"specs,omitempty"`
-	Source string   `json:"source"` // runtime, or what the workers say (flag, file)
-	SetBy  string   `json:"set_by,omitempty"`
+	Specs  []string  `json:"specs,omitempty"`
+	Source string    `json:"source"` // runtime, or what the workers say (flag, file)
+	SetBy  string    `json:"set_by,omitempty"`
+	SetAt  time.Time `json:"set_at,omitzero"` // when the runtime limit was set
 	// Malformed says why a runtime entry does not parse (written by another
 	// version, or by hand): no worker applies it.
 	Malformed string  `json:"malformed,omitempty"`
@@ -193,6 +220,7 @@ const maxTenants = 10
 // limits gathers every limit the fleet uses: the runtime ones and those the
 // workers' heartbeats report.
 func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, error) {
+	now := time.Now()
 	runtime, bad, err := f.ctl.Limits(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -212,7 +240,7 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 	}
 	for typ, e := range runtime {
 		v := view(typ)
-		v.Spec, v.Specs, v.Source, v.SetBy = e.Spec, e.Specs, "runtime", e.By
+		v.Spec, v.Specs, v.Source, v.SetBy, v.SetAt = e.Spec, e.Specs, "runtime", e.By, e.At
 	}
 	for typ, b := range bad {
 		v := view(typ)
@@ -288,9 +316,11 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 		v.Keyed = sp.KeyTemplate != ""
 		// The bucket the upstream's answers set: the type's own, or with a
 		// key template its global one (one per key with adapt=key: none).
+		var ad *adaptReading
 		if bucket, a, ok := workers.UpstreamAdaptive(sp.Policy); ok {
 			if _, st, err := f.lim.AdaptiveLimit(ctx, bucket, a); err == nil {
 				v.Effective, v.EffectiveWhy = perSecond(throttle.Limit{Rate: st.Rate, Period: a.Ceiling.Period, Burst: a.Ceiling.Burst}), st.Reason
+				ad = &adaptReading{key: bucket, st: st, perS: min(v.Effective, perSecond(a.Ceiling))}
 			}
 		}
 		if key, c := workers.InFlightOf(sp.Policy); key != "" && c.Auto {
@@ -315,10 +345,11 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 		f.readLevels(ctx, v, sp, all)
 		// One row per limit: every job of the type takes from each, so the
 		// type's grants, waiting jobs and workers are each one's.
+		rows := make([]limitView, 0, len(all))
 		for i, l := range all {
 			row := *v
 			if i > 0 {
-				row = limitView{Type: v.Type, Source: v.Source, SetBy: v.SetBy, Keyed: v.Keyed, Grants: v.Grants,
+				row = limitView{Type: v.Type, Source: v.Source, SetBy: v.SetBy, SetAt: v.SetAt, Keyed: v.Keyed, Grants: v.Grants,
 					Waiting: v.Waiting, WaitingByPriority: v.WaitingByPriority, Queued: v.Queued, Queues: v.Queues, QueuedByPriority: v.QueuedByPriority,
 					Workers: v.Workers, Conflict: v.Conflict}
 			}
@@ -334,11 +365,16 @@ func (f *fleet) limits(ctx context.Context) ([]limitView, []control.Heartbeat, e
 				}
 			}
 			if w, ok := calendarOf(l.Limit); ok {
-				row.Quota = quotaOf(w, row.Tokens, time.Now())
+				row.Quota = quotaOf(w, row.Tokens, now)
 				row.Parked, row.ParkedUntil = f.parkedOf(ctx, v.Type, w.Zone)
 			}
-			out = append(out, row)
+			rows = append(rows, row)
 		}
+		if len(rows) > 0 {
+			f.fillBinding(ctx, sp, rows, ad, now)
+			f.fillHistory(ctx, &rows[0], now)
+		}
+		out = append(out, rows...)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Type < out[j].Type })
 	return out, hbs, nil
@@ -472,23 +508,8 @@ func (f *fleet) change(ctx context.Context, typ string, commit func() error) err
 // key's jobs sent back are booked there. It returns the buckets it emptied,
 // if any; its error says what it had done.
 func (f *fleet) restart(ctx context.Context, old *limitspec.Spec) (string, error) {
-	if old == nil || (old.KeyTemplate != "" && old.Global == nil) {
-		return "", nil
-	}
-	type bucket struct {
-		key   string
-		limit throttle.Policy
-	}
-	var buckets []bucket
-	if old.KeyTemplate != "" {
-		buckets = append(buckets, bucket{workers.GlobalKey(old.Policy), old.Global})
-	} else {
-		for _, l := range old.All() {
-			buckets = append(buckets, bucket{workers.BucketKey(old.Policy, old.Name, l.Name), l.Limit})
-		}
-	}
 	var done []string
-	for _, b := range buckets {
+	for _, b := range restartBuckets(old) {
 		left, err := f.lim.CooldownLeft(ctx, b.key)
 		if err != nil {
 			return "", f.partly(done, fmt.Errorf("reading the cooldown of bucket %s: %w", b.key, err))
@@ -505,6 +526,29 @@ func (f *fleet) restart(ctx context.Context, old *limitspec.Spec) (string, error
 		}
 	}
 	return strings.Join(done, ", "), nil
+}
+
+// restartBucket is a bucket restart empties.
+type restartBucket struct {
+	key   string
+	limit throttle.Policy
+}
+
+// restartBuckets are the buckets restart empties when a change replaces
+// the limit old (nil: none): one per limit, or with a key template its
+// global bucket only.
+func restartBuckets(old *limitspec.Spec) []restartBucket {
+	if old == nil || (old.KeyTemplate != "" && old.Global == nil) {
+		return nil
+	}
+	if old.KeyTemplate != "" {
+		return []restartBucket{{workers.GlobalKey(old.Policy), old.Global}}
+	}
+	var buckets []restartBucket
+	for _, l := range old.All() {
+		buckets = append(buckets, restartBucket{workers.BucketKey(old.Policy, old.Name, l.Name), l.Limit})
+	}
+	return buckets
 }
 
 // partly says what restart had done when err stopped it: nothing, or

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -53,8 +52,7 @@ func TestDashboardShowsInFlightAuto(t *testing.T) {
 	}))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, chrome, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--window-size=1200,844", "--virtual-time-budget=4000", "--dump-dom", hs.URL+"/").Output()
+	out, err := dumpDOM(ctx, t, hs.URL+"/", 1200)
 	require.NoError(t, err, "%s --dump-dom", chrome)
 	assert.Contains(t, string(out), `<div class="inflight"><dt>in flight</dt><dd>0 of 2 (auto 2-50, baseline 0.0 ms, recent 0.0 ms, cold)</dd></div>`)
 }

@@ -126,9 +126,11 @@ func TestCommands(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
 	assert.InDelta(t, 30, st.Cooldown, 1)
 
+	// A type with a key template has no one bucket: inspect TYPE gives its facts.
 	r = runArgs("inspect", "http:request", "--redis", url)
-	assert.Equal(t, cli.ExitUsage, r.code)
-	assert.Contains(t, r.stderr, "has a key template")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "http:request: no bucket is known to bind: 40.0 grants/s")
+	assert.Regexp(t, `per key tenant:\{header.sluice-key\}\s+50\s+50\s+-\s+-\s+the workers' --limit flag`, r.stdout)
 	r = runArgs("inspect", "tenant:acme", "--type", "http:request", "--redis", url)
 	require.Equal(t, cli.ExitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "tenant:acme: 5 left")

@@ -280,6 +280,7 @@ func TestDashboardPage(t *testing.T) {
 			assert.Equal(t, "40/s", p.text(httpSec+`tr[data-bucket="global"] td:nth-of-type(2)`), "effective")
 			assert.Equal(t, "", p.text(httpSec+`tr[data-bucket="per key tenant:{header.sluice-key}"] td.bind`))
 			assert.Equal(t, "--limit flag", p.text(httpSec+`tr[data-bucket="per key tenant:{header.sluice-key}"] td.cause`))
+			assert.Equal(t, "39.8 of 40/s (global)", p.text(httpSec+`.grants dd`), "against the binding bucket's capacity")
 			assert.Equal(t, "57", p.text(httpSec+`.waiting dd`))
 			assert.Equal(t, "1,204 in default", p.text(httpSec+`.queued dd`))
 			mail := `section.limit[data-type="mail:send"] `

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -88,8 +87,7 @@ func TestDashboardPriorities(t *testing.T) {
 	chrome := browsertest.Path(t)
 	bctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(bctx, chrome, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--window-size=390,844", "--virtual-time-budget=4000", "--dump-dom", hs.URL+"/").Output()
+	out, err := dumpDOM(bctx, t, hs.URL+"/", 390)
 	require.NoError(t, err, "%s --dump-dom", chrome)
 	assert.Contains(t, string(out), `<tr class="level" data-priority="1"><th scope="row">1</th><td class="num">95%</td>`, "the type's section names its priorities")
 	assert.Contains(t, string(out), `<tr class="level" data-priority="5"><th scope="row">5</th><td class="num">5%</td>`)

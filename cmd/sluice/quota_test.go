@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -91,8 +90,7 @@ func TestDashboardShowsQuota(t *testing.T) {
 	require.NoError(t, f.qrdb.ZAdd(ctx, "sluice:parked:{api}", redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: "x~1"}).Err())
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(cctx, chrome, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--window-size=390,844", "--virtual-time-budget=4000", "--dump-dom", hs.URL+"/").Output()
+	out, err := dumpDOM(cctx, t, hs.URL+"/", 390)
 	require.NoError(t, err, "%s --dump-dom", chrome)
 	dom := string(out)
 	assert.Contains(t, dom, `<tr data-type="api">`)

@@ -25,7 +25,7 @@ Commands:
                           over the last minute, jobs waiting in workers, jobs queued
                           in the queues its workers serve (over each queue's family
                           of priorities and lanes; by priority when not all 3),
-                          workers applying it
+                          workers applying it; below, per type, what binds it and why
   set 'TYPE=SPEC'...      set a runtime limit, in the --limit grammar of worker; every
                           worker that limits TYPE applies it within a second, over its
                           flags and file, until unset (it says if no live worker limits
@@ -36,11 +36,15 @@ Commands:
   unset TYPE              remove the runtime limit of TYPE: the workers' own apply again
   inspect KEY             a bucket's state, taking nothing: tokens left, next free
                           slot, time to full, cooldown left
+  inspect TYPE            a type the fleet limits (without --type): its buckets, which
+                          binds and why, waiting/queued/parked, tenants, its last
+                          history steps and latest archived jobs (--json: its bucket's
+                          fields, "limits" and "archived")
   reset KEY               empty a bucket's state: it is full again
   cooldown KEY DURATION   grant nothing from a bucket, to any process, for DURATION
                           (positive, at most 720h)
-  workers                 each worker process: host, pid, limiter mode, limits, jobs
-                          waiting, last seen
+  workers                 each worker process: host, pid, limiter mode, version, limits,
+                          jobs waiting, last seen
   dashboard               a live web page of all this, with asynq's queue depths,
                           on --addr; set, unset, reset and cooldown from it need --token
 
@@ -73,6 +77,8 @@ Flags (before or after the arguments):
                           address that is not loopback, it warns at start
   --queue-redis URL       for limits and dashboard: the queues' Redis (asynq's, the
                           workers' --redis), if not --redis
+  --asynqmon URL          for dashboard and inspect: asynqmon's address (with its root
+                          path), to link each archived job to its page there
   --version               print the version and exit
 
 Examples:
@@ -97,6 +103,7 @@ type options struct {
 	allowHosts hostList // dashboard: Host names to answer besides addr's and loopback's
 	tlsCert    string   // dashboard: serve HTTPS with this certificate...
 	tlsKey     string   // ...and key
+	asynqmon   string   // dashboard, inspect: asynqmon's address, to link archived jobs to
 }
 
 // parseArgs parses flags anywhere among the arguments: Go's flag package
@@ -114,6 +121,7 @@ func parseArgs(args []string) (opts options, pos []string, err error) {
 	fs.Var(&opts.allowHosts, "allow-host", "")
 	fs.StringVar(&opts.tlsCert, "tls-cert", "", "")
 	fs.StringVar(&opts.tlsKey, "tls-key", "", "")
+	fs.StringVar(&opts.asynqmon, "asynqmon", "", "")
 	fs.Fallback("redis", "REDIS_URL")
 	rest := args
 	for {

@@ -27,7 +27,7 @@ type bucketView struct {
 	// limit set by alice@host", "--limit flag", "cooling down 12s after a
 	// 429", "spent: 2,000 of 2,000 today; resets 00:00 UTC".
 	Cause    string  `json:"cause"`
-	Tokens   *int    `json:"tokens,omitempty"`
+	Tokens   *int    `json:"tokens,omitempty"` // left; of an in-flight bound, its free slots
 	Cooldown float64 `json:"cooldown_s,omitempty"`
 	// CapacityPerS is how many of the type's jobs per second it lets run
 	// now: EffectivePerS, times the keys with work for the per-key

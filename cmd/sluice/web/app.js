@@ -146,18 +146,9 @@ function overviewRow(l) {
     el("td", { class: "num" }, l.workers + (l.conflict ? " (specs differ)" : "")));
 }
 
-// bucketsOf is the type's buckets: as the server gives them, or, from a
-// server without them, one per row.
+// bucketsOf is the type's buckets (none for a malformed runtime entry).
 function bucketsOf(rows) {
-  if (rows[0].buckets && rows[0].buckets.length) return rows[0].buckets;
-  return rows.map(l => ({
-    name: l.limit ? "limit " + l.limit : (l.keyed ? "per key" : "own"),
-    kind: l.limit ? "named" : (l.keyed ? "key" : "own"),
-    rate_per_s: l.rate_per_s,
-    effective_per_s: l.effective_why ? l.effective_per_s : l.rate_per_s,
-    cause: l.effective_why ? `adapts to the upstream (${l.effective_why})` : l.source + (l.set_by ? ` (${l.set_by})` : ""),
-    tokens: l.tokens, cooldown_s: l.cooldown_s, binds: false,
-  }));
+  return rows[0].buckets || [];
 }
 
 function bucketRow(b, rows) {
@@ -198,10 +189,19 @@ function fact(term, value, cls) {
   return el("div", { class: cls || null }, el("dt", {}, term), el("dd", {}, value));
 }
 
+// granted says the type's grants per second against what allows them: the
+// binding bucket's capacity when one binds, else the limit (per key with a
+// key template).
+function granted(l) {
+  const b = (l.buckets || []).find(b => b.binds && b.capacity_per_s >= 0);
+  if (b) return `${num(l.grants_per_s)} of ${rate(b.capacity_per_s)} (${b.name})`;
+  return `${num(l.grants_per_s)} of ${rate(l.rate_per_s)}` + (l.keyed ? " per key" : "");
+}
+
 function facts(rows, st) {
   const l = rows[0];
   const out = [
-    fact("grants/s (1 min)", `${num(l.grants_per_s)} of ${rate(l.effective_why ? l.effective_per_s : l.rate_per_s)}` + (l.keyed ? " per key" : "")),
+    fact("grants/s (1 min)", granted(l), "grants"),
     fact("waiting in workers", `${num(l.waiting)}` + byPriority(l.waiting_by_priority), "waiting"),
     fact("queued", l.queued === undefined ? "-" : `${num(l.queued)} in ${(l.queues || []).join(", ")}` + byPriority(l.queued_by_priority), "queued"),
   ];
@@ -518,17 +518,6 @@ async function post(path, body) {
   return { status: r.status, ok: r.ok, out };
 }
 
-// guess says what an action will do, for a server without /api/preview.
-function guess(b) {
-  switch (b.op) {
-    case "set": return `Set ${b.spec}: every worker that limits the type applies it within a second.`;
-    case "unset": return `Unset the runtime limit of ${b.type}: the workers' own limits apply again.`;
-    case "reset": return `Reset bucket ${b.key}${b.type ? " of " + b.type : ""}: it is full again.`;
-    case "cooldown": return `Cool down bucket ${b.key}${b.type ? " of " + b.type : ""} for ${b.duration}: every process pauses it.`;
-  }
-  return `${b.op}`;
-}
-
 // ask shows what will happen and resolves true if the user confirms.
 function ask(text) {
   const dlg = document.getElementById("confirm");
@@ -548,8 +537,7 @@ async function act(form) {
   result.textContent = "asking what it will do…";
   try {
     const p = await post("api/preview", body);
-    let text = p.out.confirm;
-    if (p.status === 404 || p.status === 405) text = guess(body);
+    const text = p.out.confirm;
     if (!text) {
       result.textContent = "refused: " + (p.out.error || p.status);
       return;
