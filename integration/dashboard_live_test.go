@@ -35,8 +35,10 @@ const (
 	// still above what the upstream lets the global bucket have.
 	liveRuntime = "http:request=50/s,burst=5,key=" + liveKeyTmpl + ",global=60/s:6"
 	liveBadID   = "live-bad-payload"
-	liveA       = 1600 // tenant A's backlog: more than the test's minute runs at 40/s
-	liveB       = 800  // tenant B's: at its share of 20/s, busy as long
+	// Tenants A's and B's backlogs: each has work for over a minute at its
+	// share of 20/s (the screenshots for docs/ wait for a minute of history).
+	liveA = 2000
+	liveB = 1400
 )
 
 // liveState is the part of /api/state the test reads (cmd/sluice's state,
@@ -299,7 +301,7 @@ func TestDashboardLive(t *testing.T) {
 		chromedp.SendKeys(`#auth input[name=token]`, liveToken),
 		chromedp.SendKeys(`form[data-op=set] input[name=spec]`, liveRuntime),
 		chromedp.Click(`form[data-op=set] button`),
-		chromedp.WaitVisible(`dialog#confirm`),
+		chromedp.WaitVisible(`dialog#confirm p.consequence`),
 	))
 	consequence, err := chromedp.Run(within(5*time.Second), chromedp.Text(`dialog#confirm p.consequence`))
 	require.NoError(t, err)
@@ -310,7 +312,8 @@ func TestDashboardLive(t *testing.T) {
 	var result string
 	require.True(t, poll(10*time.Second, 100*time.Millisecond, func() bool {
 		result, err = chromedp.Run(within(5*time.Second), chromedp.Text(`#result`))
-		return err == nil && result != "" && !strings.HasPrefix(result, "sending")
+		// "asking what it will do…" and "sending…" come before the answer
+		return err == nil && result != "" && !strings.HasSuffix(result, "…")
 	}), "the page shows the action's answer: %q", result)
 	assert.Contains(t, result, "set "+liveRuntime+" (runtime)")
 	waitFacts("the runtime cause", 10*time.Second, func(f liveFacts) bool {
@@ -331,6 +334,19 @@ func TestDashboardLive(t *testing.T) {
 		return f.Binding == "global" && strings.Contains(f.BindingCause, "announced by the upstream 40/s")
 	})
 
+	// SLUICE_DASHBOARD_SHOT_DIR is relative to the repository's root, where
+	// go test ./integration/ is run from (the test runs in integration/).
+	shots := os.Getenv("SLUICE_DASHBOARD_SHOT_DIR")
+	if shots != "" && !filepath.IsAbs(shots) {
+		shots = filepath.Join("..", shots)
+	}
+	if shots != "" {
+		// The screenshots for docs/ show a minute of the charts, not a few
+		// seconds at the end of their axis.
+		waitFacts("a minute of history, for the screenshots", 90*time.Second, func(f liveFacts) bool {
+			return f.Points >= 60
+		})
+	}
 	for _, w := range []struct {
 		width, height int64
 		mobile        bool
@@ -381,8 +397,8 @@ func TestDashboardLive(t *testing.T) {
 		require.True(t, bytes.HasPrefix(png, []byte("\x89PNG")), "a PNG screenshot %s", where)
 		name := fmt.Sprintf("dashboard-%d.png", w.width)
 		require.NoError(t, os.WriteFile(filepath.Join(t.TempDir(), name), png, 0o644))
-		if dir := os.Getenv("SLUICE_DASHBOARD_SHOT_DIR"); dir != "" { // for docs/
-			require.NoError(t, os.WriteFile(filepath.Join(dir, name), png, 0o644))
+		if shots != "" {
+			require.NoError(t, os.WriteFile(filepath.Join(shots, name), png, 0o644))
 		}
 	}
 
