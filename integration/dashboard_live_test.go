@@ -229,12 +229,16 @@ func TestDashboardLive(t *testing.T) {
 	// checks better than the page can.
 	var f liveFacts
 	var raw string
+	var causes []string // every binding bucket and cause /api/state showed, in order
 	waitFacts := func(what string, timeout time.Duration, ok func(liveFacts) bool) {
 		t.Helper()
 		if !poll(timeout, 250*time.Millisecond, func() bool {
 			var s liveState
 			s, raw = readState(t, url)
 			f = factsOf(s)
+			if c := f.Binding + ": " + f.BindingCause; !slices.Contains(causes, c) {
+				causes = append(causes, c)
+			}
 			return ok(f)
 		}) {
 			t.Fatalf("/api/state never showed %s within %v: %+v\n%s", what, timeout, f, raw)
@@ -402,6 +406,7 @@ func TestDashboardLive(t *testing.T) {
 		}
 	}
 
+	t.Logf("the binding buckets and causes /api/state showed, in order: %q", causes)
 	final := stopFleet(t, fleet, stopTimeout)
 	assert.Equal(t, int64(1), final.Archived, "the one bad job archived, nothing else")
 	t.Logf("the whole run: %.1fs; upstream answers %v", time.Since(start).Seconds(), byStatus(up.Requests()))
