@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"net/http"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -123,10 +122,5 @@ func TestDashboardDrivesTheFleet(t *testing.T) {
 		row = text(`#limits tr[data-type="http:request"]`)
 		return strings.Contains(row, "runtime")
 	}, 10*time.Second, 200*time.Millisecond, "the page shows the runtime source: %q", row)
-	if shot := os.Getenv("SLUICE_DASHBOARD_SHOT"); shot != "" { // for docs/dashboard.png
-		png, err := chromedp.Run(within(10*time.Second), chromedp.FullScreenshot(100))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(shot, png, 0o644))
-	}
 	stopFleet(t, fleet, stopTimeout)
 }
