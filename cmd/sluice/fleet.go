@@ -165,7 +165,8 @@ type limitView struct {
 	Tenants     []tenantView `json:"tenants,omitempty"`
 	TenantCount int          `json:"tenant_count,omitempty"`
 	// Levels are the priority levels with turns booked on the bucket a
-	// limit with priorities shares (docs/priorities.md; cmd/sluice/priorities.go).
+	// limit with priorities shares, when two or more have some
+	// (docs/priorities.md; cmd/sluice/priorities.go).
 	Levels []levelView `json:"levels,omitempty"`
 	// Quota is a calendar quota's used and reset (docs/quotas.md); Parked
 	// how many of the type's jobs are parked until its reset, the last due

@@ -41,7 +41,9 @@ func sharedBucket(sp limitspec.Spec, all []workers.NamedLimit) (key string, pol 
 	return workers.BucketKey(sp.Policy, sp.Name, all[0].Name), all[0].Limit, true
 }
 
-// readLevels sets v.Levels from the shared bucket of sp, if it has one.
+// readLevels sets v.Levels from the shared bucket of sp, if it has one and
+// two levels or more have turns booked on it (one level has the whole
+// bucket: there is nothing to split, and the tenants name its priority).
 func (f *fleet) readLevels(ctx context.Context, v *limitView, sp limitspec.Spec, all []workers.NamedLimit) {
 	key, pol, ok := sharedBucket(sp, all)
 	if !ok {
@@ -51,7 +53,9 @@ func (f *fleet) readLevels(ctx context.Context, v *limitView, sp limitspec.Spec,
 	if err != nil {
 		return
 	}
-	v.Levels = levelsOf(ts)
+	if ls := levelsOf(ts); len(ls) > 1 {
+		v.Levels = ls
+	}
 }
 
 // levelsOf sums the pairs of ts by level, highest priority first.

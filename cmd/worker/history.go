@@ -141,14 +141,27 @@ func (s *sampler) effective(ctx context.Context) map[string]float64 {
 	return out
 }
 
-// limitsPerSecond is each policy's first limit per second, by name (per
-// key for a key template).
+// limitsPerSecond is, by policy name, the limit on each policy's rate over
+// all its jobs, per second: its global bucket's with a key template and a
+// global limit, else its first limit's (per key for a key template).
 func (r *rates) limitsPerSecond() map[string]float64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make(map[string]float64, len(r.policies))
 	for _, p := range r.policies {
 		out[p.name] = p.rate / p.period.Seconds()
+		if p.global > 0 {
+			out[p.name] = p.global
+		}
 	}
 	return out
+}
+
+// globalPerSecond is the rate per second of pol's global bucket; 0 without one.
+func globalPerSecond(pol workers.Policy) float64 {
+	if pol.Key == nil || pol.Global == nil {
+		return 0
+	}
+	rate, period := rateOf(pol.Global)
+	return rate / period.Seconds()
 }

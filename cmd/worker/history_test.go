@@ -85,7 +85,7 @@ func TestRunWritesHistory(t *testing.T) {
 		grants += p.Grants
 		finished += p.Done
 		assert.Equal(t, 1, p.Workers, "point %d", i)
-		assert.Equal(t, 20.0, p.Limit, "point %d: the first limit, per key", i)
+		assert.Equal(t, 10.0, p.Limit, "point %d: the global bucket's, the limit on the type's rate over all keys", i)
 		assert.Equal(t, 10.0, p.Effective, "point %d: the global bucket adapts (adapt=on by default), at its ceiling", i)
 		assert.Zero(t, p.Refused+p.Archived+p.Cooldowns, "point %d", i)
 		assert.Equal(t, p.At, p.At.Truncate(time.Second), "point %d: at a step's start", i)

@@ -33,6 +33,7 @@ type policyRate struct {
 	rate   float64       // the limit's rate per period, as its spec writes it
 	period time.Duration // never 0
 	perKey bool          // the limit is per derived key (a key template): the rate is over all keys
+	global float64       // the global bucket's rate per second with a key template; 0 without one
 	runs   atomic.Int64
 
 	// adaptive is the ceiling and floor of the limit's upstream's bucket
@@ -72,7 +73,7 @@ func newRates(now time.Time) *rates { return &rates{start: now} }
 func (r *rates) counted(h asynq.Handler, pol *workers.Policy) asynq.Handler {
 	first := firstLimit(*pol)
 	rate, period := rateOf(first.Limit)
-	pr := &policyRate{name: pol.Name, rate: rate, period: period, perKey: pol.Key != nil, lastAt: r.start}
+	pr := &policyRate{name: pol.Name, rate: rate, period: period, perKey: pol.Key != nil, global: globalPerSecond(*pol), lastAt: r.start}
 	pr.adaptive, pr.bucket = adaptiveOf(*pol)
 	pr.fairBucket, pr.fairGlobal = fairOf(*pol)
 	pr.quota = quotaOf(*pol)
@@ -93,7 +94,7 @@ func (r *rates) setLimit(name string, pol workers.Policy) {
 	defer r.mu.Unlock()
 	for _, p := range r.policies {
 		if p.name == name {
-			p.rate, p.period, p.perKey = rate, period, pol.Key != nil
+			p.rate, p.period, p.perKey, p.global = rate, period, pol.Key != nil, globalPerSecond(pol)
 			p.adaptive, p.bucket = adaptiveOf(pol)
 			p.eff, p.why = 0, ""
 			p.fairBucket, p.fairGlobal = fairOf(pol)

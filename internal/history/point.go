@@ -26,7 +26,7 @@ type Point struct {
 	Cooldowns float64   `json:"cooldowns"`       // cooldowns put on a bucket after them
 	Waiting   float64   `json:"waiting"`         // jobs waiting in workers for their turn, at the step's end
 	Queued    float64   `json:"queued"`          // jobs queued in the type's queues (pending, scheduled, retry)
-	Limit     float64   `json:"limit_per_s"`     // the type's first limit, per second (per key for a key template)
+	Limit     float64   `json:"limit_per_s"`     // the limit on the type's rate per second: its global bucket's with a key template and a global limit, else its first limit's (per key for a key template)
 	Effective float64   `json:"effective_per_s"` // its effective rate per second when it adapts; 0 if it does not
 	Workers   int       `json:"workers"`         // workers that wrote the step
 }

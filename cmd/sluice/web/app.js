@@ -130,12 +130,11 @@ function groups(limits) {
 
 function overviewRow(l) {
   const name = l.limit ? `${l.type} (${l.limit})` : l.type;
-  const of = l.effective_why ? l.effective_per_s : l.rate_per_s;
   const tokens = l.keyed ? "per key" : (l.tokens === undefined ? "-" : l.tokens);
   return el("tr", { "data-type": l.type, "data-limit": l.limit || null },
     el("td", {}, el("a", { href: "#" + slug(l.type) }, name)),
     el("td", { class: "num" }, l.quota ? `${l.quota.used === undefined ? "-" : num(l.quota.used)} of ${num(l.quota.max)}/${l.quota.unit}` :
-      `${num(l.grants_per_s)} of ${num(of)}` + (l.keyed ? " per key" : "")),
+      granted(l)),
     el("td", {}, l.binding || ""),
     el("td", { class: "num" }, tokens),
     el("td", { class: "num" + (l.cooldown_s > 0 ? " cooling" : "") }, dur(l.cooldown_s)),
@@ -280,11 +279,14 @@ function niceStep(raw) {
 // per point; null leaves it out) and events (counts drawn as marks).
 function chartSpecs(l, step) {
   const per = v => v / step;
-  const perKey = l.keyed ? " per key" : "";
+  // The workers write the global bucket's rate as the limit when the type
+  // has one (internal/history), else the first limit's, per key when keyed.
+  const global = (l.buckets || []).some(b => b.kind === "global");
+  const limitLabel = global ? "limit (global)" : "limit" + (l.keyed ? " per key" : "");
   return [
     { name: "grants", title: "grants per second against the limit", unit: "/s", lines: [
       { cls: "s-grants", label: "grants/s", v: p => per(p.grants) },
-      { cls: "s-limit", label: "limit" + perKey, v: p => p.limit_per_s || null },
+      { cls: "s-limit", label: limitLabel, v: p => p.limit_per_s || null },
       { cls: "s-effective", label: "effective rate", v: p => p.effective_per_s > 0 ? p.effective_per_s : null },
     ] },
     { name: "refusals", title: "upstream refusals (429/503) per second, and cooldowns", unit: "/s", lines: [
@@ -439,9 +441,9 @@ function archivedRow(a, now) {
   const link = a.link && /^https?:\/\//i.test(a.link) ? el("a", { href: a.link, rel: "noopener noreferrer" }, a.id) : a.id;
   const t = Date.parse(a.failed_at);
   return el("tr", { "data-id": a.id },
-    el("td", { class: "job" }, link), el("td", {}, a.type), el("td", {}, a.queue),
-    el("td", { class: "reason" }, a.reason),
-    el("td", { class: "when" }, Number.isNaN(t) ? "-" : `${hhmmss(t)} (${dur((now - t) / 1000)} ago)`));
+    el("td", { class: "job" }, link), el("td", { "data-label": "type" }, a.type), el("td", { "data-label": "queue" }, a.queue),
+    el("td", { class: "reason", "data-label": "why" }, a.reason),
+    el("td", { class: "when", "data-label": "when" }, Number.isNaN(t) ? "-" : `${hhmmss(t)} (${dur((now - t) / 1000)} ago)`));
 }
 
 // ---- drawing ----
