@@ -338,6 +338,17 @@ func TestDashboardLive(t *testing.T) {
 		return f.Binding == "global" && strings.Contains(f.BindingCause, "announced by the upstream 40/s")
 	})
 
+	// The terminal says the same: sluice inspect TYPE names the binding
+	// bucket and its cause, the tenants' waits and the last steps.
+	code, out := runCommand(t, 10*time.Second, bin.sluice, "inspect", "http:request", "--redis", srv.URL(), "--key-prefix", keyPrefix)
+	require.Equal(t, 0, code, out)
+	t.Logf("sluice inspect http:request:\n%s", out)
+	assert.Regexp(t, `global binds: announced by the upstream 40/s`, out)
+	assert.Regexp(t, `tenant:A\s`, out, "tenant A's row")
+	assert.Regexp(t, `tenant:B\s`, out, "tenant B's row")
+	assert.Contains(t, out, "history, the last", "the last steps of its history")
+	assert.Contains(t, out, "bad payload", "its archived job")
+
 	// SLUICE_DASHBOARD_SHOT_DIR is relative to the repository's root, where
 	// go test ./integration/ is run from (the test runs in integration/).
 	shots := os.Getenv("SLUICE_DASHBOARD_SHOT_DIR")

@@ -255,20 +255,12 @@ type actionRequest struct {
 // a cross-site script is stopped by the browser before it may (no CORS here),
 // so only the page itself, or a client that holds the token, acts.
 func (d *dashboard) action(w http.ResponseWriter, r *http.Request) {
-	fail := func(code int, msg string) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		_ = json.NewEncoder(w).Encode(map[string]string{"error": cli.ClipMessage(msg)})
-	}
-	switch {
-	case d.token == "":
+	fail := func(code int, msg string) { apiError(w, code, msg) }
+	if d.token == "" {
 		fail(http.StatusForbidden, "read-only: start the dashboard with --token (or SLUICE_TOKEN) to allow changes")
 		return
-	case crossSite(r):
-		fail(http.StatusForbidden, "cross-site request refused")
-		return
-	case !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json"):
-		fail(http.StatusUnsupportedMediaType, "want Content-Type: application/json")
+	}
+	if !sameSiteJSON(w, r) {
 		return
 	}
 	if wait := d.guard.wait(remote(r)); wait > 0 {
@@ -284,11 +276,8 @@ func (d *dashboard) action(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.guard.succeeded(remote(r))
-	var req actionRequest
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxActionBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		fail(http.StatusBadRequest, "bad request body: "+err.Error())
+	req, ok := readAction(w, r)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
@@ -309,11 +298,7 @@ func (d *dashboard) action(w http.ResponseWriter, r *http.Request) {
 		err = cli.Usagef("unknown op %q: want set, unset, reset or cooldown", req.Op)
 	}
 	if err != nil {
-		code := http.StatusServiceUnavailable
-		if errors.Is(err, cli.ErrUsage) {
-			code = http.StatusBadRequest
-		}
-		fail(code, err.Error())
+		fail(errorStatus(err), err.Error())
 		return
 	}
 	d.log.Info("dashboard action", "op", req.Op, "spec", req.Spec, "type", req.Type, "key", req.Key,
@@ -327,40 +312,68 @@ func (d *dashboard) action(w http.ResponseWriter, r *http.Request) {
 // Host, site and Content-Type. It answers {"confirm": "..."}, or
 // {"error": "..."} with 400 for a request the action would refuse as bad.
 func (d *dashboard) preview(w http.ResponseWriter, r *http.Request) {
-	fail := func(code int, msg string) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		_ = json.NewEncoder(w).Encode(map[string]string{"error": cli.ClipMessage(msg)})
-	}
-	switch {
-	case crossSite(r):
-		fail(http.StatusForbidden, "cross-site request refused")
-		return
-	case !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json"):
-		fail(http.StatusUnsupportedMediaType, "want Content-Type: application/json")
+	if !sameSiteJSON(w, r) {
 		return
 	}
-	var req actionRequest
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxActionBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		fail(http.StatusBadRequest, "bad request body: "+err.Error())
+	req, ok := readAction(w, r)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
 	text, err := d.f.preview(ctx, req)
 	if err != nil {
-		code := http.StatusServiceUnavailable
-		if errors.Is(err, cli.ErrUsage) {
-			code = http.StatusBadRequest
-		}
-		fail(code, err.Error())
+		apiError(w, errorStatus(err), err.Error())
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_ = json.NewEncoder(w).Encode(map[string]string{"confirm": text})
+}
+
+// apiError answers an API call with {"error": msg} and code.
+func apiError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": cli.ClipMessage(msg)})
+}
+
+// sameSiteJSON checks what an action and a preview both need of r: it
+// comes from this site, with a JSON body. Otherwise it answers r and
+// returns false.
+func sameSiteJSON(w http.ResponseWriter, r *http.Request) bool {
+	switch {
+	case crossSite(r):
+		apiError(w, http.StatusForbidden, "cross-site request refused")
+		return false
+	case !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json"):
+		apiError(w, http.StatusUnsupportedMediaType, "want Content-Type: application/json")
+		return false
+	}
+	return true
+}
+
+// readAction decodes the body of an action or a preview (at most
+// maxActionBody bytes, no unknown field); on a bad one it answers r with
+// 400 and returns false.
+func readAction(w http.ResponseWriter, r *http.Request) (actionRequest, bool) {
+	var req actionRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxActionBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		apiError(w, http.StatusBadRequest, "bad request body: "+err.Error())
+		return req, false
+	}
+	return req, true
+}
+
+// errorStatus is the status of an action's or a preview's error: 400 for
+// bad input (cli.ErrUsage), else 503 (the fleet's Redis did not answer).
+func errorStatus(err error) int {
+	if errors.Is(err, cli.ErrUsage) {
+		return http.StatusBadRequest
+	}
+	return http.StatusServiceUnavailable
 }
 
 // crossSite reports whether r comes from another site: its Origin is not

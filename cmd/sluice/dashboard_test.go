@@ -64,7 +64,7 @@ func TestDashboardState(t *testing.T) {
 	require.Len(t, st.Queues, 1)
 	assert.Equal(t, 3, st.Queues[0].Pending)
 
-	for _, path := range []string{"/", "/app.js", "/style.css"} {
+	for _, path := range []string{"/", "/dom.js", "/charts.js", "/app.js", "/style.css"} {
 		resp, err := http.Get(hs.URL + path)
 		require.NoError(t, err)
 		resp.Body.Close()
