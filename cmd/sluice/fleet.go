@@ -202,7 +202,10 @@ type flightView struct {
 
 // tenantView is one key of a fair limit's global bucket.
 type tenantView struct {
-	Key     string  `json:"key"`
+	Key string `json:"key"`
+	// Weight is the key's weight in a fair limit's shares; 0 for a key of a
+	// limit without fair shares, of which only the longest wait is known
+	// (the keys whose jobs waited over the last minutes).
 	Weight  int     `json:"weight"`
 	Share   float64 `json:"share"`   // of the global rate now, 0 to 1
 	AheadS  float64 `json:"ahead_s"` // how far ahead it booked, on its own clock

@@ -70,3 +70,40 @@ func TestHistoryAndWaits(t *testing.T) {
 	assert.Contains(t, r.stdout, "history, the last 2 steps of 30s:")
 	assert.Regexp(t, `\d\d:\d\d:\d\d\s+20\.0\s+3\s+4\s+120`, r.stdout, "600 grants in 30 s: 20.0/s")
 }
+
+// A key template without fair shares has no bucket that knows its keys'
+// shares: the type lists the keys whose jobs waited longest (from the
+// workers' waits), longest first, with no share or weight, in the JSON and
+// in inspect TYPE.
+func TestWaitedKeysWithoutFairShares(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	rdb := srv.Client(t)
+	spec := "http:request=50/s,burst=5,key=tenant:{header.sluice-key}"
+	require.NoError(t, control.New(rdb, "sluice:").Beat(ctx, control.Heartbeat{
+		ID: "w1:42:1", Host: "w1", PID: 42, Mode: "shared", Seen: time.Now(),
+		Limits: []control.LimitState{{Type: "http:request", Spec: spec, Source: "flag", Grants: 12, Waiting: 4}},
+	}))
+	ring := history.NewRing(rdb, "sluice:", 30*time.Second)
+	require.NoError(t, ring.AddWaits(ctx, "http:request", time.Now(),
+		map[string]time.Duration{"tenant:slow": 42 * time.Second, "tenant:fast": 3 * time.Second}))
+
+	r := runArgs("--redis", srv.URL(), "inspect", "http:request", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var x typeFacts
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &x))
+	require.Len(t, x.Limits, 1)
+	v := x.Limits[0]
+	require.Len(t, v.Tenants, 2)
+	assert.Equal(t, "tenant:slow", v.Tenants[0].Key, "longest first")
+	assert.InDelta(t, 42, v.Tenants[0].LongestWaitS, 0.001)
+	assert.Equal(t, 0, v.Tenants[0].Weight, "no fair share")
+	assert.Equal(t, "tenant:fast", v.Tenants[1].Key)
+	assert.Zero(t, v.TenantCount, "no key is known to share a bucket")
+
+	r = runArgs("--redis", srv.URL(), "inspect", "http:request")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "keys whose jobs waited longest over the last 5m0s:")
+	assert.Regexp(t, `tenant:slow\s+42s`, r.stdout)
+	assert.NotContains(t, r.stdout, "tenants with turns ahead")
+}

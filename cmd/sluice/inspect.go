@@ -88,7 +88,17 @@ func inspectType(ctx context.Context, f *fleet, opts options, rows []limitView, 
 		line += " until " + parkedAt(v.ParkedUntil, v.Quota.Zone)
 	}
 	fmt.Fprintln(out, line)
-	if len(v.Tenants) > 0 {
+	if len(v.Tenants) > 0 && v.Tenants[0].Weight == 0 { // no fair shares: only the waits are known
+		fmt.Fprintf(out, "\nkeys whose jobs waited longest over the last %v:\n", tenantWaitsOver)
+		tw = tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  KEY\tLONGEST WAIT")
+		for _, t := range v.Tenants {
+			fmt.Fprintf(tw, "  %s\t%s\n", t.Key, seconds(t.LongestWaitS))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	} else if len(v.Tenants) > 0 {
 		fmt.Fprintf(out, "\ntenants with turns ahead (%d):\n", v.TenantCount)
 		tw = tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  KEY\tPRIORITY\tSHARE\tWEIGHT\tWAITING\tAHEAD\tLONGEST WAIT")

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -460,4 +461,22 @@ func TestDashboardPageActions(t *testing.T) {
 				"focus returns to the form")
 		})
 	}
+}
+
+// A key template without fair shares lists the keys whose jobs waited
+// longest, with their waits and nothing else (no bucket knows a share).
+func TestDashboardPageWaitedKeys(t *testing.T) {
+	fixture := loadFixture(t)
+	i := slices.IndexFunc(fixture.Limits, func(l limitView) bool { return l.Type == "http:request" && len(l.Tenants) > 0 })
+	require.GreaterOrEqual(t, i, 0, "the fixture's keyed type")
+	fixture.Limits[i].Tenants = []tenantView{{Key: "tenant:slow", LongestWaitS: 42}, {Key: "tenant:fast", LongestWaitS: 3}}
+	fixture.Limits[i].TenantCount = 0
+	hs, _ := newPageServer(t, fixture)
+	p := page{t, browser(t, hs.URL+"/", 390)}
+	sec := `section.limit[data-type="http:request"] `
+	p.until(`!!document.querySelector(`+q(sec+`tr.tenant[data-key="tenant:slow"]`)+`)`, "the keys are drawn")
+	assert.Equal(t, "Keys whose jobs waited longest (last 5 min)", p.text(sec+"h4:has(+ div table.tenants)"))
+	assert.Equal(t, "42 s", p.text(sec+`tr.tenant[data-key="tenant:slow"] td.wait`))
+	assert.Equal(t, "3 s", p.text(sec+`tr.tenant[data-key="tenant:fast"] td.wait`))
+	assert.Equal(t, 1, p.count(sec+`tr.tenant[data-key="tenant:slow"] td`), "its wait only: no share, weight or turns")
 }

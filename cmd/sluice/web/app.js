@@ -109,6 +109,7 @@ function facts(rows, st) {
 
 function tenants(l) {
   if (!l.tenants || !l.tenants.length) return null;
+  if (l.tenants.every(t => !t.weight)) return waitedKeys(l);
   const prio = l.tenants.some(t => t.priority);
   const more = l.tenant_count > l.tenants.length ? ` (${l.tenants.length} of ${l.tenant_count})` : "";
   return [
@@ -122,6 +123,20 @@ function tenants(l) {
           el("th", { scope: "row" }, t.key), prio && el("td", { class: "num", "data-label": "priority" }, t.priority || "-"),
           el("td", { class: "num", "data-label": "share" }, percent(t.share)), el("td", { class: "num", "data-label": "weight" }, t.weight),
           el("td", { class: "num", "data-label": "waiting" }, t.waiting), el("td", { class: "num", "data-label": "booked ahead" }, dur(t.ahead_s)),
+          el("td", { class: "num wait", "data-label": "longest wait" }, dur(t.longest_wait_s))))))),
+  ];
+}
+
+// waitedKeys lists the keys of a key template without fair shares whose
+// jobs waited longest over the last minutes: no bucket knows their shares.
+function waitedKeys(l) {
+  return [
+    el("h4", {}, "Keys whose jobs waited longest (last 5 min)"),
+    el("div", { class: "scroll", tabindex: 0, role: "region", "aria-label": `keys of ${l.type}` },
+      el("table", { class: "tenants" },
+        el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "key"), el("th", { scope: "col" }, "longest wait"))),
+        el("tbody", {}, l.tenants.map(t => el("tr", { class: "tenant", "data-key": t.key },
+          el("th", { scope: "row" }, t.key),
           el("td", { class: "num wait", "data-label": "longest wait" }, dur(t.longest_wait_s))))))),
   ];
 }
