@@ -457,21 +457,23 @@ func perSecond(p throttle.Policy) float64 {
 	return rate / period.Seconds()
 }
 
-// effective is the limit the fleet applies to typ now, if any: the runtime
-// one, else what the workers report.
-func (f *fleet) effective(ctx context.Context, typ string) (*limitspec.Spec, error) {
+// current is the first row of typ's limit as the fleet applies it now, and
+// its spec; nil, nil if the fleet has none.
+func (f *fleet) current(ctx context.Context, typ string) (*limitView, *limitspec.Spec, error) {
 	views, _, err := f.limits(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	for _, v := range views {
-		if v.Type == typ {
-			if sp, err := control.ParseSpecs(v.Spec, v.Specs); err == nil {
-				return &sp, nil
-			}
+	for i, v := range views {
+		if v.Type != typ {
+			continue
 		}
+		if sp, err := control.ParseSpecs(v.Spec, v.Specs); err == nil && v.Malformed == "" {
+			return &views[i], &sp, nil
+		}
+		return &views[i], nil, nil
 	}
-	return nil, nil
+	return nil, nil, nil
 }
 
 // change makes a runtime change to the limit of typ whole, or changes
@@ -483,7 +485,7 @@ func (f *fleet) effective(ctx context.Context, typ string) (*limitspec.Spec, err
 // restarted says what was done. Unless the error says otherwise, nothing
 // was changed.
 func (f *fleet) change(ctx context.Context, typ string, commit func() error) error {
-	old, err := f.effective(ctx, typ)
+	_, old, err := f.current(ctx, typ)
 	if err != nil {
 		return fmt.Errorf("nothing was changed: %w", err)
 	}

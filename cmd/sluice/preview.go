@@ -11,7 +11,6 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/internal/cli"
-	"github.com/sluicehq/sluice/internal/control"
 	"github.com/sluicehq/sluice/internal/limitspec"
 	"github.com/sluicehq/sluice/queue"
 	"github.com/sluicehq/sluice/workers"
@@ -191,25 +190,6 @@ func (f *fleet) preview(ctx context.Context, req actionRequest) (string, error) 
 		return "", cli.Usagef("unknown op %q: want set, unset, reset or cooldown", req.Op)
 	}
 	return confirmText(x), nil
-}
-
-// current is the first row of typ's limit as the fleet applies it now, and
-// its spec; nil, nil if the fleet has none.
-func (f *fleet) current(ctx context.Context, typ string) (*limitView, *limitspec.Spec, error) {
-	views, _, err := f.limits(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	for i, v := range views {
-		if v.Type != typ {
-			continue
-		}
-		if sp, err := control.ParseSpecs(v.Spec, v.Specs); err == nil && v.Malformed == "" {
-			return &views[i], &sp, nil
-		}
-		return &views[i], nil, nil
-	}
-	return nil, nil, nil
 }
 
 // emptiedBy names the buckets a change of the limit old empties, and
