@@ -56,9 +56,10 @@ func (w *keyWaits) take() map[string]time.Duration {
 // started records job j's wait as its handler starts: the time since it was
 // enqueued, under the key its policy derives for it (the tenant a fair
 // limit shares its global bucket by). A job enqueued without sluice's
-// header, or unthrottled, is not recorded.
+// header, unthrottled, or of a policy without a key template (no
+// tenants: one key) is not recorded.
 func (p *Pool) started(j *job) {
-	if j.pol == nil || j.meta.EnqueuedAt.IsZero() || len(j.buckets) == 0 {
+	if j.pol == nil || j.pol.Key == nil || j.meta.EnqueuedAt.IsZero() || len(j.buckets) == 0 {
 		return
 	}
 	j.rt.waits.add(j.tenant(), max(time.Since(j.meta.EnqueuedAt), 0))
